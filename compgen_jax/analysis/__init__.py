@@ -1,0 +1,1 @@
+"""Tables and plots made from workdir files alone."""

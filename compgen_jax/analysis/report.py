@@ -1,0 +1,40 @@
+"""Text tables of run results."""
+
+import math
+import os
+
+import numpy as np
+
+HPARAM_KEYS = ("seed", "frac_ood", "learning_rate", "weight_decay")
+
+
+def table(header: list[str], rows: list[list]) -> str:
+  """A plain aligned text table."""
+  cells = [header] + [[_fmt(c) for c in row] for row in rows]
+  widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+  lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+  lines.insert(1, "  ".join("-" * w for w in widths))
+  return "\n".join(lines)
+
+
+def _fmt(v) -> str:
+  if isinstance(v, float):
+    return "nan" if math.isnan(v) else f"{v:.4g}"
+  return str(v)
+
+
+def final_table(rows: list[dict], workdir: str) -> str:
+  """Final metrics per run, their mean, and where the files are."""
+  if not rows:
+    return f"no final rows in {workdir}"
+  metric_keys = sorted(k for k in rows[0] if "/" in k and not k.startswith("train/")) + [
+      "train/loss"]
+  header = ["run", *HPARAM_KEYS, *metric_keys]
+  body = [[r["run"], *(r[k] for k in HPARAM_KEYS), *(float(r.get(k, math.nan))
+                                                    for k in metric_keys)] for r in rows]
+  means = ["mean", *([""] * len(HPARAM_KEYS)),
+           *(float(np.nanmean([float(r.get(k, math.nan)) for r in rows])) for k in metric_keys)]
+  files = "\n".join(f"  {name}: {os.path.join(workdir, name)}"
+                    for name in ("config.json", "metrics.jsonl", "checkpoints", "curves.png")
+                    if os.path.exists(os.path.join(workdir, name)))
+  return f"{table(header, body + [means])}\n\nfiles in {workdir}:\n{files}"

@@ -1,0 +1,58 @@
+"""orbax CheckpointManager over a run-stacked state pytree; clear errors for bad checkpoints."""
+
+import os
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from compgen_jax.types import CheckpointError, PyTree
+
+
+def manager(directory: str, max_to_keep: int | None = None, create: bool = True):
+  """A CheckpointManager writing `directory/<step>` (absolute path, as orbax needs)."""
+  options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=create)
+  return ocp.CheckpointManager(os.path.abspath(directory), options=options)
+
+
+def save(mngr: ocp.CheckpointManager, step: int, state: PyTree) -> None:
+  """Saves `state` at `step` and waits, so a crash later never leaves a half-written latest."""
+  mngr.save(int(step), args=ocp.args.StandardSave(state), force=True)
+  mngr.wait_until_finished()
+
+
+def available_steps(directory: str) -> list[int]:
+  """Finalised checkpoint steps in `directory` (empty when there are none)."""
+  if not os.path.isdir(directory):
+    return []
+  return sorted(manager(directory, create=False).all_steps())
+
+
+def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> tuple[int, PyTree]:
+  """Restores the checkpoint at `step` (default latest) against `abstract_state`.
+
+  Raises CheckpointError naming the path when it is missing, corrupt or of another shape.
+  """
+  steps = available_steps(directory)
+  if not steps:
+    raise CheckpointError(f"no checkpoint found in {directory!r}")
+  step = steps[-1] if step is None else int(step)
+  if step not in steps:
+    raise CheckpointError(f"no checkpoint for step {step} in {directory!r}; available: {steps}")
+  mngr = manager(directory, create=False)
+  try:
+    state = mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+  except Exception as e:  # orbax raises many types for corrupt or mismatched trees
+    raise CheckpointError(
+        f"checkpoint {directory!r} step {step} could not be restored (corrupt, or written by an "
+        f"incompatible config): {type(e).__name__}: {str(e)[:500]}") from e
+  _check_shapes(abstract_state, state, directory, step)
+  return step, state
+
+
+def _check_shapes(abstract_state: PyTree, state: PyTree, directory: str, step: int) -> None:
+  want = jax.tree.map(lambda a: (tuple(a.shape), np.dtype(a.dtype)), abstract_state)
+  got = jax.tree.map(lambda a: (tuple(a.shape), np.dtype(a.dtype)), state)
+  if want != got:
+    raise CheckpointError(
+        f"checkpoint {directory!r} step {step} does not match the config's state shapes")

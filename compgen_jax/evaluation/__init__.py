@@ -1,0 +1,1 @@
+"""Evaluators and probes: separate jitted passes over (saved) run states."""

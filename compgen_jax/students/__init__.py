@@ -1,0 +1,1 @@
+"""Students: networks that map (phi(z), x) to predictions."""

@@ -1,0 +1,40 @@
+"""Task-family registry: name -> the functions the training loop needs."""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import ml_collections
+
+from compgen_jax.tasks import hyperteacher
+from compgen_jax.training import losses
+from compgen_jax.types import ConfigError
+
+
+class TaskFamily(NamedTuple):
+  init: Callable          # init(key, task_cfg) -> teacher params
+  sample_batch: Callable  # (params, khot_BxM, key, task_cfg, num_shots) -> Batch
+  loss: Callable          # (pred, batch) -> (loss, {metric: scalar})
+  x_dim: Callable         # task_cfg -> per-sample input size the student sees
+  out_dim: Callable       # task_cfg -> prediction size
+  context_dim: Callable   # task_cfg -> size of one few-shot context item (0: no few-shot)
+  validate: Callable      # task_cfg -> None, raises ConfigError
+  default_config: Callable
+
+
+REGISTRY: dict[str, TaskFamily] = {
+    "hyperteacher": TaskFamily(
+        init=hyperteacher.init, sample_batch=hyperteacher.sample_batch,
+        loss=losses.regression_loss, x_dim=lambda c: c.input_dim, out_dim=lambda c: c.output_dim,
+        context_dim=lambda c: c.input_dim + c.output_dim, validate=hyperteacher.validate,
+        default_config=hyperteacher.default_config),
+}
+
+
+def get(name: str) -> TaskFamily:
+  if name not in REGISTRY:
+    raise ConfigError("task.family", f"unknown {name!r}; allowed: {', '.join(REGISTRY)}")
+  return REGISTRY[name]
+
+
+def validate(cfg: ml_collections.ConfigDict) -> None:
+  get(cfg.family).validate(cfg)

@@ -1,0 +1,106 @@
+"""train_and_evaluate: the host loop. It acts only between jitted chunks of steps."""
+
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import logging
+
+from compgen_jax import checkpointing, metric_writer, workdir as workdir_lib
+from compgen_jax.evaluation import evaluators
+from compgen_jax.tasks import combinatorics
+from compgen_jax.training import runs
+from compgen_jax.training import step as step_lib
+from compgen_jax.training.state import init_run
+from compgen_jax.types import NonFiniteError
+
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_DIR = "checkpoints"
+
+
+def task_bits(cfg: ml_collections.ConfigDict) -> jax.Array:
+  """Bitmask of every task in the table [T] (shared by all runs, not vmapped)."""
+  bits = combinatorics.task_bits(cfg.task.num_modules, cfg.task.max_hotness)
+  return jnp.asarray(bits, jnp.int32)
+
+
+def make_init(cfg: ml_collections.ConfigDict):
+  """jit(vmap(init_run)) over (keys [R], hparams {name: [R]})."""
+  return jax.jit(jax.vmap(functools.partial(init_run, cfg=cfg)))
+
+
+def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
+  """Shapes and dtypes of the stacked state, to restore checkpoints against."""
+  keys, hparams = runs.run_inputs(cfg, grid)
+  return jax.eval_shape(make_init(cfg), keys, hparams)
+
+
+def restore_or_init(cfg, workdir: str, grid: list[dict]):
+  """The latest checkpoint of `workdir` if there is one, else fresh runs. Returns (step, state)."""
+  ckpt_dir = os.path.join(workdir, CHECKPOINT_DIR)
+  if checkpointing.available_steps(ckpt_dir):
+    step, state = checkpointing.restore(ckpt_dir, abstract_state(cfg, grid))
+    metric_writer.truncate_after(os.path.join(workdir, METRICS_FILE), step)
+    logging.info("resuming %s from step %d", workdir, step)
+    return step, state
+  keys, hparams = runs.run_inputs(cfg, grid)
+  return 0, make_init(cfg)(keys, hparams)
+
+
+def _describe(grid: list[dict], bad: np.ndarray) -> str:
+  return "; ".join(", ".join(f"{k}={v}" for k, v in run.items())
+                   for run, b in zip(grid, bad, strict=True) if b)
+
+
+def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
+  """Trains all runs of `cfg` in `workdir` (resuming if it holds checkpoints).
+
+  Returns the final evaluation row of each run.
+  """
+  runs.validate(cfg)
+  grid = runs.run_grid(cfg)
+  runs.precompute_splits(cfg, grid)
+  workdir_lib.prepare(workdir, cfg)
+  metrics_path = os.path.join(workdir, METRICS_FILE)
+  step, state = restore_or_init(cfg, workdir, grid)
+  bits_T = task_bits(cfg)
+  chunk = step_lib.make_train_chunk(cfg, cfg.train.chunk_size)
+  evaluate = evaluators.make_evaluate(cfg)
+  mngr = checkpointing.manager(os.path.join(workdir, CHECKPOINT_DIR),
+                               max_to_keep=cfg.train.max_checkpoints)
+  info = [{k: v for k, v in run.items()} for run in grid]
+  bar = metric_writer.progress_bar(cfg.train.num_steps, step, disable=not cfg.train.progress)
+  last_eval = None
+  while step < cfg.train.num_steps:
+    state, metrics, finite = chunk(state, bits_T)
+    rows = metric_writer.stacked_rows(jax.tree.map(lambda a: a.T, metrics), step + 1, info)
+    step += cfg.train.chunk_size
+    finite = np.asarray(finite)
+    if finite.all() and (step % cfg.train.eval_every == 0 or step == cfg.train.num_steps):
+      last_eval = jax.tree.map(np.asarray, evaluate(state, bits_T))
+      for r, row in enumerate(rows[-len(grid):]):
+        row.update({k: float(v[r]) for k, v in last_eval.items()})
+    metric_writer.append_rows(metrics_path, rows)
+    if not finite.all():
+      bar.close()
+      raise NonFiniteError(
+          f"non-finite loss or parameters by step {step} in run(s): {_describe(grid, ~finite)}. "
+          f"The last good checkpoint in {workdir!r} is kept (steps "
+          f"{checkpointing.available_steps(os.path.join(workdir, CHECKPOINT_DIR))}).")
+    if step % cfg.train.checkpoint_every == 0 or step == cfg.train.num_steps:
+      checkpointing.save(mngr, step, state)
+    bar.update(cfg.train.chunk_size)
+    if last_eval is not None:
+      bar.set_postfix({k: f"{np.nanmean(v):.3f}" for k, v in last_eval.items()
+                       if k.endswith("r2") or k.endswith("acc")})
+  bar.close()
+  mngr.close()
+  return final_rows(metrics_path, cfg.train.num_steps)
+
+
+def final_rows(metrics_path: str, num_steps: int) -> list[dict]:
+  """The row of each run at the last step (it carries the final evaluation)."""
+  return [r for r in metric_writer.read_rows(metrics_path) if r["step"] == num_steps]

@@ -1,0 +1,95 @@
+"""The run grid (seeds x array-valued sweep axes) and config validation before compiling."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from compgen_jax import rng
+from compgen_jax.encodings import registry as encodings
+from compgen_jax.evaluation import evaluators
+from compgen_jax.students import registry as students
+from compgen_jax.tasks import registry as families
+from compgen_jax.tasks import supports
+from compgen_jax.training.state import HPARAMS
+from compgen_jax.types import ConfigError
+
+SCHEDULES = ("constant", "warmup_cosine")
+# Where each sweepable hyperparameter's scalar default lives in the config.
+HPARAM_FIELDS = {"frac_ood": ("task", "frac_ood"), "learning_rate": ("optim", "learning_rate"),
+                 "weight_decay": ("optim", "weight_decay")}
+
+
+def sweep_values(cfg: ml_collections.ConfigDict, name: str) -> tuple[float, ...]:
+  """The values of a sweep axis: cfg.sweep.<name> if non-empty, else the scalar default."""
+  values = tuple(cfg.sweep[name])
+  section, field = HPARAM_FIELDS[name]
+  return tuple(float(v) for v in values) or (float(cfg[section][field]),)
+
+
+def run_grid(cfg: ml_collections.ConfigDict) -> list[dict]:
+  """One dict per run: its index, seed and hyperparameter values (seed-major order)."""
+  axes = [range(cfg.num_seeds)] + [sweep_values(cfg, n) for n in HPARAMS]
+  return [{"run": r, "seed": s, **dict(zip(HPARAMS, vals, strict=True))}
+          for r, (s, *vals) in enumerate(itertools.product(*axes))]
+
+
+def run_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]) -> tuple[jax.Array, dict]:
+  """Stacked keys [R] and hyperparameters {name: [R]} for jax.vmap(init_run)."""
+  keys = jnp.stack([rng.run_key(cfg.seed, run["seed"]) for run in grid])
+  hparams = {n: jnp.asarray([run[n] for run in grid], jnp.float32) for n in HPARAMS}
+  return keys, hparams
+
+
+def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> None:
+  """Builds every run's split on the host now, so an impossible split fails before compiling.
+
+  The results are cached, so init_run's host callback finds them ready.
+  """
+  for run in grid:
+    key = rng.stream(rng.run_key(cfg.seed, run["seed"]), "split")
+    supports.ood_mask(cfg.task.support, np.asarray(jax.random.key_data(key)),
+                      cfg.task.num_modules, cfg.task.max_hotness,
+                      float(np.float32(run["frac_ood"])), cfg.task.max_retries)
+
+
+def _positive(cfg, section: str, names: tuple[str, ...]) -> None:
+  for name in names:
+    if not cfg[section][name] > 0:
+      raise ConfigError(f"{section}.{name}", f"must be > 0, got {cfg[section][name]}")
+
+
+def validate(cfg: ml_collections.ConfigDict) -> None:
+  """Every check that needs no compilation; raises ConfigError naming the field."""
+  if cfg.num_seeds < 1:
+    raise ConfigError("num_seeds", f"must be >= 1, got {cfg.num_seeds}")
+  families.validate(cfg.task)
+  for frac in sweep_values(cfg, "frac_ood"):
+    supports.validate(cfg.task.support, cfg.task.num_modules, cfg.task.max_hotness, frac)
+  encodings.get(cfg.encoding.name)
+  if (encodings.get(cfg.encoding.name).needs_context
+      and families.get(cfg.task.family).context_dim(cfg.task) == 0):
+    raise ConfigError("encoding.name", f"{cfg.encoding.name!r} is not defined for task family "
+                      f"{cfg.task.family!r}")
+  students.validate(cfg.student)
+  if cfg.optim.schedule not in SCHEDULES:
+    raise ConfigError("optim.schedule",
+                      f"unknown {cfg.optim.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+  for lr in sweep_values(cfg, "learning_rate"):
+    if not lr > 0:
+      raise ConfigError("optim.learning_rate", f"must be > 0, got {lr}")
+  for wd in sweep_values(cfg, "weight_decay"):
+    if wd < 0:
+      raise ConfigError("optim.weight_decay", f"must be >= 0, got {wd}")
+  _positive(cfg, "train", ("num_steps", "batch_size", "chunk_size", "eval_every",
+                           "checkpoint_every", "eval_tasks"))
+  for name in ("eval_every", "checkpoint_every", "num_steps"):
+    if cfg.train[name] % cfg.train.chunk_size:
+      raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
+                        f"({cfg.train.chunk_size}), got {cfg.train[name]}")
+  for name in cfg.train.evaluators:
+    if name not in evaluators.REGISTRY:
+      raise ConfigError("train.evaluators",
+                        f"unknown {name!r}; allowed: {', '.join(evaluators.REGISTRY)}")

@@ -1,0 +1,56 @@
+"""A workdir holds one config: written on first use, compared on every later use."""
+
+import json
+import os
+
+import ml_collections
+
+from compgen_jax.types import ConfigError
+
+CONFIG_FILE = "config.json"
+
+
+def config_dict(cfg: ml_collections.ConfigDict) -> dict:
+  """The config as plain JSON data (tuples become lists)."""
+  return json.loads(cfg.to_json_best_effort(sort_keys=True))
+
+
+def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
+  """Creates `workdir` with config.json, or checks it holds the same config.
+
+  Returns True when the workdir already existed with this config (a resume). A different
+  config is refused with the fields that differ; nothing is overwritten.
+  """
+  path = os.path.join(workdir, CONFIG_FILE)
+  new = config_dict(cfg)
+  if os.path.exists(path):
+    with open(path) as f:
+      old = json.load(f)
+    if old != new:
+      diff = sorted(_diff_keys(old, new))
+      raise ConfigError(
+          "workdir", f"{workdir!r} holds a run with a different config (differs in: "
+          f"{', '.join(diff[:10])}); use a new --workdir")
+    return True
+  os.makedirs(workdir, exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(new, f, indent=2, sort_keys=True)
+  os.replace(path + ".tmp", path)
+  return False
+
+
+def load_config(workdir: str) -> ml_collections.ConfigDict:
+  """The config a workdir was trained with; a clear error when there is none."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    raise ConfigError("workdir", f"{workdir!r} has no {CONFIG_FILE}: not a compgen_jax workdir")
+  with open(path) as f:
+    return ml_collections.ConfigDict(json.load(f))
+
+
+def _diff_keys(a, b, prefix=""):
+  if isinstance(a, dict) and isinstance(b, dict):
+    for k in set(a) | set(b):
+      yield from _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+  elif a != b:
+    yield prefix.rstrip(".")

@@ -1,0 +1,62 @@
+"""Hyperteacher experiments (Redhardt, Akram, Schug 2025).
+
+  python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
+  python experiments/train.py --config=configs/hyperteacher.py:paper --workdir=/tmp/ht_paper \
+      --config.encoding.name=orthogonal --config.sweep.frac_ood="(0.25,0.5,0.75)"
+
+Presets: paper (the paper's setting, for a GPU), quick (2 CPU cores, minutes), tiny (tests).
+Array-valued sweep axes (sweep.frac_ood, sweep.learning_rate, sweep.weight_decay) multiply the
+seeds; all runs are one compiled program.
+"""
+
+import ml_collections
+
+from compgen_jax.encodings import registry as encodings
+from compgen_jax.students import mlp
+from compgen_jax.tasks import hyperteacher
+
+PRESETS = ("paper", "quick", "tiny")
+
+
+def base() -> ml_collections.ConfigDict:
+  cfg = ml_collections.ConfigDict()
+  cfg.seed = 0
+  cfg.num_seeds = 3
+  cfg.task = hyperteacher.default_config()
+  cfg.encoding = encodings.default_config()
+  cfg.student = mlp.default_config()
+  cfg.optim = ml_collections.ConfigDict(dict(
+      learning_rate=3e-4, weight_decay=3e-3, b1=0.9, b2=0.999, schedule="constant",
+      warmup_steps=1000, end_factor=0.0))
+  cfg.train = ml_collections.ConfigDict(dict(
+      num_steps=100_000, batch_size=128, chunk_size=500, eval_every=5000,
+      checkpoint_every=10_000, max_checkpoints=3, eval_tasks=1024, evaluators=("id", "ood"),
+      progress=True))
+  cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))
+  return cfg
+
+
+def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
+  """The named preset: paper, quick or tiny."""
+  cfg = base()
+  if preset == "paper":
+    pass
+  elif preset == "quick":
+    cfg.num_seeds = 2
+    cfg.student.width = 256
+    cfg.optim.learning_rate = 1e-3
+    cfg.optim.schedule = "warmup_cosine"
+    cfg.optim.warmup_steps = 200
+    cfg.train.update(num_steps=4000, chunk_size=250, eval_every=500, checkpoint_every=1000)
+  elif preset == "tiny":
+    cfg.num_seeds = 2
+    cfg.task.update(num_modules=6, max_hotness=2, input_dim=4, hidden_dim=8, output_dim=2,
+                    num_samples=8)
+    cfg.student.update(width=64, depth=2)
+    cfg.optim.learning_rate = 3e-3
+    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, eval_every=100,
+                     checkpoint_every=100, eval_tasks=64, progress=False)
+  else:
+    raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+  cfg.lock()
+  return cfg

@@ -1,0 +1,33 @@
+"""Trains all seeds and sweep values of a config in one program; resumes an existing workdir.
+
+  python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
+"""
+
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from compgen_jax.analysis import report
+from compgen_jax.training import loop
+from compgen_jax.types import CheckpointError, ConfigError, NonFiniteError
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
+                                          "configs/hyperteacher.py:quick.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for config.json, metrics and "
+                               "checkpoints; an existing one is resumed.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+  del argv
+  try:
+    rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  except (ConfigError, CheckpointError, NonFiniteError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  print(report.final_table(rows, _WORKDIR.value))
+
+
+if __name__ == "__main__":
+  app.run(main)
