@@ -9,14 +9,18 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from compgen_jax import checkpointing, metric_writer, workdir as workdir_lib
+from compgen_jax import checkpointing, metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import curves
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics
 from compgen_jax.training import runs
 from compgen_jax.training import step as step_lib
-from compgen_jax.training.state import init_run
-from compgen_jax.types import NonFiniteError
+from compgen_jax.training.state import cache_by_config, init_run
+from compgen_jax.types import ConfigError, NonFiniteError
 
+_make_chunk = cache_by_config(step_lib.make_train_chunk)
+_make_evaluate = cache_by_config(evaluators.make_evaluate)
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 
@@ -27,6 +31,7 @@ def task_bits(cfg: ml_collections.ConfigDict) -> jax.Array:
   return jnp.asarray(bits, jnp.int32)
 
 
+@cache_by_config
 def make_init(cfg: ml_collections.ConfigDict):
   """jit(vmap(init_run)) over (keys [R], hparams {name: [R]})."""
   return jax.jit(jax.vmap(functools.partial(init_run, cfg=cfg)))
@@ -55,11 +60,17 @@ def _describe(grid: list[dict], bad: np.ndarray) -> str:
                    for run, b in zip(grid, bad, strict=True) if b)
 
 
-def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
+def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
+                       stop_after: int | None = None) -> list[dict]:
   """Trains all runs of `cfg` in `workdir` (resuming if it holds checkpoints).
 
-  Returns the final evaluation row of each run.
+  `stop_after` ends this invocation at that step (it must be a checkpoint step), as a preempted
+  job would; calling again resumes. Returns the final evaluation row of each run.
   """
+  if stop_after is not None and stop_after % cfg.train.checkpoint_every:
+    raise ConfigError("stop_after", f"must be a multiple of train.checkpoint_every "
+                      f"({cfg.train.checkpoint_every}), got {stop_after}")
+  end = cfg.train.num_steps if stop_after is None else min(stop_after, cfg.train.num_steps)
   runs.validate(cfg)
   grid = runs.run_grid(cfg)
   runs.precompute_splits(cfg, grid)
@@ -67,14 +78,14 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str) -> list[dic
   metrics_path = os.path.join(workdir, METRICS_FILE)
   step, state = restore_or_init(cfg, workdir, grid)
   bits_T = task_bits(cfg)
-  chunk = step_lib.make_train_chunk(cfg, cfg.train.chunk_size)
-  evaluate = evaluators.make_evaluate(cfg)
+  chunk = _make_chunk(cfg, cfg.train.chunk_size)
+  evaluate = _make_evaluate(cfg)
   mngr = checkpointing.manager(os.path.join(workdir, CHECKPOINT_DIR),
                                max_to_keep=cfg.train.max_checkpoints)
   info = [{k: v for k, v in run.items()} for run in grid]
   bar = metric_writer.progress_bar(cfg.train.num_steps, step, disable=not cfg.train.progress)
   last_eval = None
-  while step < cfg.train.num_steps:
+  while step < end:
     state, metrics, finite = chunk(state, bits_T)
     rows = metric_writer.stacked_rows(jax.tree.map(lambda a: a.T, metrics), step + 1, info)
     step += cfg.train.chunk_size
@@ -98,6 +109,8 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str) -> list[dic
                        if k.endswith("r2") or k.endswith("acc")})
   bar.close()
   mngr.close()
+  if step >= cfg.train.num_steps:
+    curves.plot_curves(workdir)
   return final_rows(metrics_path, cfg.train.num_steps)
 
 

@@ -68,7 +68,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   families.validate(cfg.task)
   for frac in sweep_values(cfg, "frac_ood"):
     supports.validate(cfg.task.support, cfg.task.num_modules, cfg.task.max_hotness, frac)
-  encodings.get(cfg.encoding.name)
+  encodings.validate(cfg.encoding)
   if (encodings.get(cfg.encoding.name).needs_context
       and families.get(cfg.task.family).context_dim(cfg.task) == 0):
     raise ConfigError("encoding.name", f"{cfg.encoding.name!r} is not defined for task family "

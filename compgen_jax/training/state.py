@@ -1,5 +1,6 @@
 """RunState and init_run: everything seed-dependent is created from one key."""
 
+import functools
 from typing import Any
 
 import flax.struct
@@ -26,6 +27,25 @@ class RunState:
   opt_state: Any
   task: Any             # {"teacher", "encoding", "split"}: fixed for the run
   hparams: Any          # {name: scalar} for HPARAMS
+
+
+def cache_by_config(make):
+  """Memoises a builder of jitted functions `make(cfg, *args)` by the config's contents.
+
+  Jitted closures are new objects on every build; reusing them lets a process that trains,
+  resumes or evaluates the same config several times compile once.
+  """
+  memo = {}
+
+  @functools.wraps(make)
+  def cached(cfg: ml_collections.ConfigDict, *args):
+    key = (make.__module__, make.__qualname__, cfg.to_json_best_effort(sort_keys=True), args)
+    if key not in memo:
+      memo[key] = make(cfg, *args)
+    return memo[key]
+
+  cached.cache_clear = memo.clear
+  return cached
 
 
 def run_key(state: RunState) -> jax.Array:

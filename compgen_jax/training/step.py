@@ -59,7 +59,7 @@ def train_step(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDic
   updates, opt_state = state_lib.optimizer(cfg.optim).update(grads, opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   metrics = {f"train/{k}": v for k, v in metrics.items()}
-  metrics["train/grad_norm"] = optax.global_norm(grads)
+  metrics["train/grad_norm"] = optax.tree.norm(grads)
   metrics["train/lr"] = opt_state.hyperparams["learning_rate"]
   new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
   return new_state, metrics

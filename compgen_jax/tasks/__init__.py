@@ -1,0 +1,1 @@
+"""Task families, the task table and task-support strategies."""

@@ -1,0 +1,247 @@
+"""Task-support strategies (which tasks are held out, OOD) and the fixed-shape jax-side split.
+
+A strategy is `fn(rng, M, K, frac_ood, max_retries) -> bool [T]`, True = held out, so the two sets
+are disjoint and exhaustive by construction. n_ood = int(T * frac_ood) (round down) and
+n_train = T - n_ood. Each strategy runs its own budget check (combinatorics.require_* etc.).
+"""
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compgen_jax.tasks import combinatorics as cb
+from compgen_jax.types import Array, ConfigError
+
+Rng = np.random.Generator
+Strategy = Callable[[Rng, int, int, float, int], np.ndarray]
+
+
+def _valid(ood_T: np.ndarray, M: int, K: int) -> bool:
+  return cb.is_compositional(~ood_T, M, K) and cb.is_connected(~ood_T, M, K)
+
+
+def _random_ood(rng: Rng, T: int, n_ood: int) -> np.ndarray:
+  # A uniformly random subset, i.e. the tail of a random permutation; drawing only the smaller
+  # side keeps each retry O(min(n_train, n_ood)) rather than O(T).
+  ood = np.zeros(T, bool) if n_ood <= T - n_ood else np.ones(T, bool)
+  ood[rng.choice(T, min(n_ood, T - n_ood), replace=False)] = n_ood <= T - n_ood
+  return ood
+
+
+def _retry(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int,
+           draw: Callable[[Rng, int, int, np.ndarray], np.ndarray | None]) -> np.ndarray:
+  cb.require_random(M, K, frac_ood)
+  T, n_ood, n_train = cb.split_sizes(M, K, frac_ood)
+  for _ in range(max_retries):
+    ood = draw(rng, M, K, _random_ood(rng, T, n_ood))
+    if ood is not None and _valid(ood, M, K):
+      return ood
+  raise ConfigError("task.frac_ood", f"no valid split found in {max_retries} tries: {n_train} "
+                    f"random training tasks were never both compositional and connected over {M} "
+                    f"modules (at least {cb.min_train_tasks(M, K)} are needed); lower frac_ood")
+
+
+def random(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
+  """The last int(T * frac_ood) tasks of a random permutation, redrawn until the rest is valid."""
+  return _retry(rng, M, K, frac_ood, max_retries, lambda rng, M, K, ood: ood)
+
+
+def _find_swap(usage: np.ndarray, tb: np.ndarray, ood: np.ndarray, M: int, K: int):
+  """The most unbalanced pair (a, b), gap >= 2, with swappable tasks: (a, b, positions, targets)."""
+  order = np.argsort(usage, kind="stable").tolist()
+  for a in reversed(order):
+    for b in order:
+      if usage[a] - usage[b] < 2:
+        break
+      pos = np.flatnonzero(((tb & (1 << a)) != 0) & ((tb & (1 << b)) == 0))
+      target = cb.index_of(tb[pos] ^ ((1 << a) | (1 << b)), M, K)
+      keep = ood[target]
+      if keep.any():
+        return a, b, pos[keep], target[keep]
+  return None
+
+
+def _balance(rng: Rng, M: int, K: int, ood: np.ndarray) -> np.ndarray | None:
+  """Swap training task s (has a, lacks b) for held-out s - {a} + {b} until max-min usage <= 1.
+
+  Each swap keeps hotness and the train size, and moving k <= (u_a - u_b) // 2 uses from a to b
+  strictly lowers sum(u^2), so the loop terminates. None if stuck before balance.
+  """
+  bits = cb.task_bits(M, K)
+  train = np.flatnonzero(~ood)
+  tb = bits[train]
+  usage = cb.module_usage(~ood, M, K)
+  while usage.max() - usage.min() > 1:
+    found = _find_swap(usage, tb, ood, M, K)
+    if found is None:
+      return None
+    a, b, pos, target = found
+    pick = rng.choice(pos.size, min(pos.size, (usage[a] - usage[b]) // 2), replace=False)
+    pos, target = pos[pick], target[pick]
+    ood[train[pos]] = True
+    ood[target] = False
+    train[pos], tb[pos] = target, bits[target]
+    usage[a] -= pick.size
+    usage[b] += pick.size
+  return ood
+
+
+def equal(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
+  """Like random, then hotness-preserving swaps until module usage differs by at most one."""
+  return _retry(rng, M, K, frac_ood, max_retries, _balance)
+
+
+def connected(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
+  """Training = singletons + pairs (i, i+1), (i, i+2) mod M (K=2, even M>4); frac_ood ignored."""
+  cb.require_ring(M, K, frac_ood)
+  i = np.arange(M, dtype=np.int64)
+  single = np.int64(1) << i
+  train_bits = np.concatenate([single, single | (1 << (i + 1) % M), single | (1 << (i + 2) % M)])
+  ood = np.ones(cb.num_tasks(M, K), bool)
+  ood[cb.index_of(train_bits, M, K)] = False
+  return ood
+
+
+def disconnected(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
+  """Training = subsets inside the first or the second half (K=2, even M>4); frac_ood ignored."""
+  cb.require_ring(M, K, frac_ood)
+  return cb.touching(M, K, range(M // 2)) & cb.touching(M, K, range(M // 2, M))
+
+
+def pseudo_random_disconnected(rng: Rng, M: int, K: int, frac_ood: float,
+                               max_retries: int) -> np.ndarray:
+  """Hold out the subsets crossing [0, s) | [s, M), then random within-part ones up to n_ood."""
+  s = cb.cut_size(M, K, frac_ood)
+  _, n_ood, _ = cb.split_sizes(M, K, frac_ood)
+  ood = cb.touching(M, K, range(s)) & cb.touching(M, K, range(s, M))
+  ood[rng.choice(np.flatnonzero(~ood), n_ood - int(ood.sum()), replace=False)] = True
+  return ood
+
+
+def non_compositional(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
+  """Hold out every subset containing the last module, which is never trained; frac_ood ignored."""
+  return cb.touching(M, K, [M - 1])
+
+
+def popular_modules(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
+  """Training = subsets touching the first n modules, n the largest within the training budget."""
+  return ~cb.touching(M, K, range(cb.popular_count(M, K, frac_ood)))
+
+
+def unpopular_modules(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
+  """Training = all subsets of a core [0, c) plus one {r, random core module} per rare module r."""
+  c = cb.core_size(M, K, frac_ood)
+  ood = ~cb.within(M, K, range(c))
+  rare = np.arange(c, M, dtype=np.int64)
+  partner = rng.integers(0, c, rare.size)
+  ood[cb.index_of((np.int64(1) << rare) | (np.int64(1) << partner), M, K)] = False
+  return ood
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "random": random, "equal": equal, "connected": connected, "disconnected": disconnected,
+    "pseudo_random_disconnected": pseudo_random_disconnected,
+    "non_compositional": non_compositional, "popular_modules": popular_modules,
+    "unpopular_modules": unpopular_modules,
+}
+
+# Cheap budget checks of each strategy, run by validate() before anything compiles.
+_REQUIREMENTS = {
+    "random": cb.require_random, "equal": cb.require_random, "connected": cb.require_ring,
+    "disconnected": cb.require_ring, "pseudo_random_disconnected": cb.cut_size,
+    "popular_modules": cb.popular_count, "unpopular_modules": cb.core_size,
+}
+
+
+def validate(strategy: str, M: int, K: int, frac_ood: float | None) -> None:
+  """Cheap checks before anything compiles; frac_ood=None skips the budget checks (traced value)."""
+  if not isinstance(M, int | np.integer) or not 1 <= M <= cb.MAX_MODULES:
+    raise ConfigError("task.num_modules", f"must be an integer in 1..{cb.MAX_MODULES}, got {M!r}")
+  if not isinstance(K, int | np.integer) or not 1 <= K <= M:
+    raise ConfigError("task.max_hotness", f"must be an integer in 1..num_modules={M}, got {K!r}")
+  if strategy not in STRATEGIES:
+    raise ConfigError("task.support",
+                      f"unknown support {strategy!r}; allowed: {', '.join(STRATEGIES)}")
+  if frac_ood is None:
+    if strategy in ("connected", "disconnected"):
+      cb.require_ring(M, K, 0.0)
+    return
+  if not 0.0 <= frac_ood < 1.0:
+    raise ConfigError("task.frac_ood", f"must be in [0, 1), got {frac_ood!r}")
+  if strategy in _REQUIREMENTS:
+    _REQUIREMENTS[strategy](M, K, float(frac_ood))
+
+
+@functools.lru_cache(maxsize=64)
+def _ood_mask(strategy: str, seed: bytes, M: int, K: int, frac_ood: float, max_retries: int):
+  rng = np.random.default_rng(np.frombuffer(seed, np.uint32))
+  ood = np.asarray(STRATEGIES[strategy](rng, M, K, frac_ood, max_retries), bool)
+  ood.flags.writeable = False
+  return ood
+
+
+def ood_mask(strategy: str, seed_data: np.ndarray, M: int, K: int, frac_ood: float,
+             max_retries: int = 1000) -> np.ndarray:
+  """bool [T] held-out mask (read-only, cached) drawn from seed_data = jax.random.key_data(key)."""
+  validate(strategy, M, K, frac_ood)
+  if max_retries < 1:
+    raise ConfigError("task.max_retries", f"must be >= 1, got {max_retries}")
+  seed = np.asarray(seed_data).astype(np.uint32).tobytes()
+  return _ood_mask(strategy, seed, int(M), int(K), float(frac_ood), int(max_retries))
+
+
+class Split(NamedTuple):
+  """Fixed-shape split: the first n_train of train_idx are the training tasks (ascending), the rest
+  repeat the first one; likewise ood_idx / n_ood (all zeros, unused, when n_ood == 0)."""
+
+  train_idx: Array  # int32 [T]
+  n_train: Array  # int32 []
+  ood_idx: Array  # int32 [T]
+  n_ood: Array  # int32 []
+
+
+def _padded(idx: np.ndarray, T: int) -> np.ndarray:
+  out = np.full(T, idx[0] if idx.size else 0, np.int32)
+  out[: idx.size] = idx
+  return out
+
+
+def split_from_mask(mask_T: np.ndarray) -> Split:
+  """The numpy Split of a held-out mask."""
+  mask_T = np.asarray(mask_T, bool)
+  train, ood = np.flatnonzero(~mask_T), np.flatnonzero(mask_T)
+  T = mask_T.size
+  return Split(_padded(train, T), np.int32(train.size), _padded(ood, T), np.int32(ood.size))
+
+
+def _as_decimal(frac: np.ndarray) -> float:
+  # Under jit frac_ood arrives as float32; its shortest decimal recovers the config value
+  # (0.99, not 0.9900000095), so jax-side splits equal host-side ood_mask(..., 0.99).
+  return float(np.format_float_positional(np.asarray(frac)[()], unique=True))
+
+
+def split(key: jax.Array, frac_ood: Array | float, *, strategy: str, M: int, K: int,
+          max_retries: int = 1000) -> Split:
+  """The Split of one run, computed on the host; works under jit and vmap (keys and frac_ood).
+
+  The split of a seed is a function of that seed's key (and frac_ood) only, never of the batch it
+  is vmapped in. Errors raised in the callback are opaque: validate / ood_mask on the host first.
+  """
+  validate(strategy, M, K, frac_ood if isinstance(frac_ood, float | int) else None)
+  T = cb.num_tasks(M, K)
+  vec, scalar = jax.ShapeDtypeStruct((T,), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)
+
+  def host(seed_data, frac):
+    return split_from_mask(ood_mask(strategy, seed_data, M, K, _as_decimal(frac), max_retries))
+
+  return jax.pure_callback(host, Split(vec, scalar, vec, scalar), jax.random.key_data(key),
+                           jnp.asarray(frac_ood), vmap_method="sequential")
+
+
+def sample_indices(key: jax.Array, idx_T: Array, n: Array, B: int) -> Array:
+  """int32 [B]: uniform draws with replacement among the first n entries of idx_T (O(1) in T)."""
+  return idx_T[jax.random.randint(key, (B,), 0, n)]

@@ -1,0 +1,63 @@
+"""orbax round trip of a stacked run state; clear errors for missing or corrupt checkpoints."""
+
+import os
+
+import chex
+import pytest
+
+from compgen_jax import checkpointing
+from compgen_jax.training import loop, runs
+from compgen_jax.types import CheckpointError
+from tests.helpers import load_config
+
+
+@pytest.fixture(scope="module")
+def state_and_cfg():
+  cfg = load_config("hyperteacher", "tiny")
+  grid = runs.run_grid(cfg)
+  runs.precompute_splits(cfg, grid)
+  keys, hparams = runs.run_inputs(cfg, grid)
+  return loop.make_init(cfg)(keys, hparams), cfg, grid
+
+
+def test_round_trip(state_and_cfg, tmp_path):
+  state, cfg, grid = state_and_cfg
+  mngr = checkpointing.manager(str(tmp_path / "ckpt"))
+  checkpointing.save(mngr, 7, state)
+  step, restored = checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid))
+  assert step == 7
+  chex.assert_trees_all_equal(restored, state)
+  assert type(restored) is type(state)
+
+
+def test_missing_checkpoint(state_and_cfg, tmp_path):
+  _, cfg, grid = state_and_cfg
+  with pytest.raises(CheckpointError, match="no checkpoint"):
+    checkpointing.restore(str(tmp_path / "nothing"), loop.abstract_state(cfg, grid))
+  mngr = checkpointing.manager(str(tmp_path / "ckpt"))
+  checkpointing.save(mngr, 1, state_and_cfg[0])
+  with pytest.raises(CheckpointError, match="step 5"):
+    checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid), step=5)
+
+
+def test_corrupt_checkpoint(state_and_cfg, tmp_path):
+  state, cfg, grid = state_and_cfg
+  mngr = checkpointing.manager(str(tmp_path / "ckpt"))
+  checkpointing.save(mngr, 3, state)
+  for root, _, files in os.walk(tmp_path / "ckpt" / "3"):
+    for name in files:
+      with open(os.path.join(root, name), "wb") as f:
+        f.write(b"garbage")
+  with pytest.raises(CheckpointError, match="could not be restored"):
+    checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid))
+
+
+def test_incompatible_config(state_and_cfg, tmp_path):
+  state, _, _ = state_and_cfg
+  mngr = checkpointing.manager(str(tmp_path / "ckpt"))
+  checkpointing.save(mngr, 3, state)
+  wider = load_config("hyperteacher", "tiny", **{"student.width": 96})
+  with pytest.raises(CheckpointError):
+    checkpointing.restore(str(tmp_path / "ckpt"),
+                          loop.abstract_state(wider, runs.run_grid(wider)))
+

@@ -1,0 +1,38 @@
+"""Smoke tests of experiments/train.py as a user runs it."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.helpers import REPO
+
+
+def _train(*args):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "train.py"), *args],
+                        capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+
+
+def test_train_binary_runs_and_resumes(tmp_path):
+  workdir = str(tmp_path / "run")
+  args = ["--config=configs/hyperteacher.py:tiny", f"--workdir={workdir}",
+          "--config.train.num_steps=100", "--config.num_seeds=1"]
+  result = _train(*args)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "ood/r2" in result.stdout and "metrics.jsonl" in result.stdout
+  with open(os.path.join(workdir, "config.json")) as f:
+    assert json.load(f)["train"]["num_steps"] == 100
+  assert os.path.isdir(os.path.join(workdir, "checkpoints", "100"))
+  again = _train(*args)  # a finished workdir: restores and reprints, trains nothing
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert again.stdout == result.stdout
+
+
+def test_train_binary_rejects_bad_value_before_writing(tmp_path):
+  workdir = str(tmp_path / "bad")
+  result = _train("--config=configs/hyperteacher.py:tiny", f"--workdir={workdir}",
+                  "--config.task.support=bogus")
+  assert result.returncode != 0
+  assert "task.support" in result.stderr and "random" in result.stderr
+  assert not os.path.exists(workdir)

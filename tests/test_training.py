@@ -1,0 +1,135 @@
+"""The training loop: vmapped seed == solo run, resume == uninterrupted, learning, clear errors."""
+
+import os
+
+import chex
+import jax
+import numpy as np
+import pytest
+
+from compgen_jax import checkpointing, metric_writer
+from compgen_jax.training import loop, runs
+from compgen_jax.training import step as step_lib
+from compgen_jax.training.state import init_run
+from compgen_jax.types import ConfigError, NonFiniteError
+from tests.helpers import load_config
+
+
+@pytest.fixture(scope="module")
+def tiny_cfg():
+  return load_config("hyperteacher", "tiny")
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_cfg, tmp_path_factory):
+  """An uninterrupted tiny run: (workdir, final rows)."""
+  workdir = str(tmp_path_factory.mktemp("uninterrupted"))
+  return workdir, loop.train_and_evaluate(tiny_cfg, workdir)
+
+
+def test_tiny_preset_learns(finished, tiny_cfg):
+  workdir, rows = finished
+  assert len(rows) == tiny_cfg.num_seeds
+  assert np.mean([r["id/r2"] for r in rows]) > 0.5
+  assert np.mean([r["ood/r2"] for r in rows]) > 0.3
+  history = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+  assert len(history) == tiny_cfg.train.num_steps * tiny_cfg.num_seeds
+  first = np.mean([r["train/loss"] for r in history[:20]])
+  last = np.mean([r["train/loss"] for r in history[-20:]])
+  assert last < 0.5 * first
+  assert os.path.exists(os.path.join(workdir, "config.json"))
+  assert checkpointing.available_steps(os.path.join(workdir, loop.CHECKPOINT_DIR))[-1] == 200
+
+
+def test_vmapped_run_equals_solo_run(tiny_cfg):
+  grid = runs.run_grid(tiny_cfg)
+  keys, hparams = runs.run_inputs(tiny_cfg, grid)
+  stacked = loop.make_init(tiny_cfg)(keys, hparams)
+  solo = jax.jit(lambda k, h: init_run(k, h, tiny_cfg))(keys[1], jax.tree.map(
+      lambda a: a[1], hparams))
+  chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], stacked), solo)
+  bits = loop.task_bits(tiny_cfg)
+  chunk = step_lib.make_train_chunk(tiny_cfg, 20)
+  stacked, metrics, ok = chunk(stacked, bits)
+  solo_chunk = jax.jit(lambda s, b: step_lib._chunk_one_run(s, b, tiny_cfg, 20))
+  solo, solo_metrics, solo_ok = solo_chunk(solo, bits)
+  chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], stacked.params), solo.params,
+                              rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(metrics["train/loss"][1], solo_metrics["train/loss"], rtol=1e-5)
+  assert bool(ok[1]) and bool(solo_ok)
+
+
+def test_resume_after_stop_and_nonfinite_equals_uninterrupted(finished, tiny_cfg, tmp_path,
+                                                              monkeypatch):
+  reference_dir, reference_rows = finished
+  workdir = str(tmp_path / "resumed")
+  ckpt_dir = os.path.join(workdir, loop.CHECKPOINT_DIR)
+  loop.train_and_evaluate(tiny_cfg, workdir, stop_after=100)
+  assert checkpointing.available_steps(ckpt_dir) == [100]
+
+  # A chunk that goes non-finite: clear error, the good checkpoint survives.
+  monkeypatch.setattr(step_lib, "all_finite", lambda tree: jax.numpy.asarray(False))
+  loop._make_chunk.cache_clear()
+  with pytest.raises(NonFiniteError, match="step 150"):
+    loop.train_and_evaluate(tiny_cfg, workdir)
+  assert checkpointing.available_steps(ckpt_dir) == [100]
+  monkeypatch.undo()
+  loop._make_chunk.cache_clear()
+
+  rows = loop.train_and_evaluate(tiny_cfg, workdir)
+  assert rows == reference_rows
+  assert (metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+          == metric_writer.read_rows(os.path.join(reference_dir, loop.METRICS_FILE)))
+
+
+def test_workdir_with_other_config_is_refused(finished, tiny_cfg):
+  workdir, _ = finished
+  before = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+  other = load_config("hyperteacher", "tiny", **{"optim.learning_rate": 1e-2})
+  with pytest.raises(ConfigError, match="different config"):
+    loop.train_and_evaluate(other, workdir)
+  assert metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE)) == before
+
+
+def test_sweep_axes_multiply_seeds(tiny_cfg):
+  cfg = load_config("hyperteacher", "tiny", **{"sweep.frac_ood": (0.2, 0.5),
+                                               "sweep.learning_rate": (1e-3, 3e-3, 1e-2)})
+  grid = runs.run_grid(cfg)
+  assert len(grid) == 2 * 2 * 3
+  assert {r["frac_ood"] for r in grid} == {0.2, 0.5}
+  runs.precompute_splits(cfg, grid)
+  keys, hparams = runs.run_inputs(cfg, grid)
+  state = loop.make_init(cfg)(keys, hparams)
+  n_ood = np.asarray(state.task["split"].n_ood)
+  assert sorted(set(n_ood.tolist())) == [int(21 * 0.2), int(21 * 0.5)]
+  np.testing.assert_allclose(state.opt_state.hyperparams["learning_rate"],
+                             hparams["learning_rate"])
+
+
+BAD = [
+    ({"task.max_hotness": 7}, "task.max_hotness"),
+    ({"task.support": "bogus"}, "task.support"),
+    ({"task.support": "connected", "task.max_hotness": 3}, "task.max_hotness"),
+    ({"task.frac_ood": 1.0}, "task.frac_ood"),
+    ({"task.frac_ood": 0.97}, "task.frac_ood"),
+    ({"task.weights": "binary"}, "task.weights"),
+    ({"task.family": "chess"}, "task.family"),
+    ({"encoding.name": "morse"}, "encoding.name"),
+    ({"student.name": "lstm"}, "student.name"),
+    ({"student.width": 0}, "student.width"),
+    ({"optim.schedule": "step"}, "optim.schedule"),
+    ({"optim.learning_rate": -1.0}, "optim.learning_rate"),
+    ({"train.eval_every": 70}, "train.eval_every"),
+    ({"train.batch_size": 0}, "train.batch_size"),
+    ({"train.evaluators": ("id", "nope")}, "train.evaluators"),
+    ({"num_seeds": 0}, "num_seeds"),
+]
+
+
+@pytest.mark.parametrize("overrides,field", BAD)
+def test_bad_config_raises_before_anything_is_written(overrides, field, tmp_path):
+  cfg = load_config("hyperteacher", "tiny", **overrides)
+  workdir = str(tmp_path / "never")
+  with pytest.raises(ConfigError, match=field):
+    loop.train_and_evaluate(cfg, workdir)
+  assert not os.path.exists(workdir)
