@@ -5,7 +5,7 @@
 
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 from compgen_jax.analysis import report
@@ -21,6 +21,8 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
   del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   try:
     rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   except (ConfigError, CheckpointError, NonFiniteError) as e:

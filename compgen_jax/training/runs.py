@@ -17,6 +17,7 @@ from compgen_jax.training.state import HPARAMS
 from compgen_jax.types import ConfigError
 
 SCHEDULES = ("constant", "warmup_cosine")
+MAX_MODULES = 31
 # Where each sweepable hyperparameter's scalar default lives in the config.
 HPARAM_FIELDS = {"frac_ood": ("task", "frac_ood"), "learning_rate": ("optim", "learning_rate"),
                  "weight_decay": ("optim", "weight_decay")}
@@ -66,6 +67,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   if cfg.num_seeds < 1:
     raise ConfigError("num_seeds", f"must be >= 1, got {cfg.num_seeds}")
   families.validate(cfg.task)
+  if not 1 <= cfg.task.num_modules <= MAX_MODULES:
+    raise ConfigError("task.num_modules", f"must be in 1..{MAX_MODULES} (tasks are int32 "
+                      f"bitmasks on the device), got {cfg.task.num_modules}")
   for frac in sweep_values(cfg, "frac_ood"):
     supports.validate(cfg.task.support, cfg.task.num_modules, cfg.task.max_hotness, frac)
   encodings.validate(cfg.encoding)
