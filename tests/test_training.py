@@ -121,6 +121,7 @@ BAD = [
     ({"optim.learning_rate": -1.0}, "optim.learning_rate"),
     ({"train.eval_every": 70}, "train.eval_every"),
     ({"train.batch_size": 0}, "train.batch_size"),
+    ({"optim.schedule": "warmup_cosine", "optim.warmup_steps": 500}, "optim.warmup_steps"),
     ({"train.evaluators": ("id", "nope")}, "train.evaluators"),
     ({"num_seeds": 0}, "num_seeds"),
 ]

@@ -81,6 +81,10 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   if cfg.optim.schedule not in SCHEDULES:
     raise ConfigError("optim.schedule",
                       f"unknown {cfg.optim.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+  if cfg.optim.schedule == "warmup_cosine" and not (
+      0 <= cfg.optim.warmup_steps < cfg.train.num_steps):
+    raise ConfigError("optim.warmup_steps", f"must be in [0, train.num_steps = "
+                      f"{cfg.train.num_steps}) for warmup_cosine, got {cfg.optim.warmup_steps}")
   for lr in sweep_values(cfg, "learning_rate"):
     if not lr > 0:
       raise ConfigError("optim.learning_rate", f"must be > 0, got {lr}")

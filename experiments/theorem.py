@@ -1,0 +1,33 @@
+"""Theorem 3.1 made concrete: builds the explicit ReLU network, measures it, compares with SGD.
+
+  python experiments/theorem.py --config=configs/theorem.py:quick --workdir=/tmp/theorem_quick
+"""
+
+import json
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from compgen_jax.theory import experiment
+from compgen_jax.types import ConfigError
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
+                                          "configs/theorem.py:quick.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for config.json, theorem.jsonl, the "
+                               "plots and the SGD runs.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+  del argv
+  try:
+    summary = experiment.run(_CONFIG.value, _WORKDIR.value)
+  except ConfigError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+  app.run(main)
