@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import ml_collections
 
-from compgen_jax.tasks import hyperteacher
+from compgen_jax.tasks import hyperteacher, preference
 from compgen_jax.training import losses
 from compgen_jax.types import ConfigError
 
@@ -27,6 +27,12 @@ REGISTRY: dict[str, TaskFamily] = {
         loss=losses.regression_loss, x_dim=lambda c: c.input_dim, out_dim=lambda c: c.output_dim,
         context_dim=lambda c: c.input_dim + c.output_dim, validate=hyperteacher.validate,
         default_config=hyperteacher.default_config),
+    # context_dim 0: few-shot is not defined here; training/runs.py rejects it before compiling.
+    "preference": TaskFamily(
+        init=preference.init, sample_batch=preference.sample_batch,
+        loss=losses.masked_classification_loss, x_dim=preference.x_dim,
+        out_dim=preference.out_dim, context_dim=lambda c: 0, validate=preference.validate,
+        default_config=preference.default_config),
 }
 
 

@@ -1,4 +1,4 @@
-"""Losses and per-batch metrics of the regression (hyperteacher) family."""
+"""Losses and per-batch metrics: regression (hyperteacher), masked classification (preference)."""
 
 import jax
 import jax.numpy as jnp
@@ -26,3 +26,20 @@ def regression_loss(pred_BxNxO: jax.Array, batch) -> tuple[jax.Array, dict]:
   """MSE loss and {loss, r2} metrics."""
   loss = mse(pred_BxNxO, batch.y)
   return loss, {"loss": loss, "r2": r2(pred_BxNxO, batch.y)}
+
+
+def masked_classification_loss(pred_BxNxA: jax.Array, batch) -> tuple[jax.Array, dict]:
+  """Cross-entropy over the valid steps (batch.mask) and {loss, acc, acc_all} metrics.
+
+  acc is the accuracy over valid steps; acc_all the fraction of tasks whose every valid step is
+  right (a whole demonstration reproduced).
+  """
+  mask_BxN = batch.mask.astype(jnp.float32)
+  count = jnp.maximum(mask_BxN.sum(), 1.0)
+  logp_BxNxA = jax.nn.log_softmax(pred_BxNxA, axis=-1)
+  nll_BxN = -jnp.take_along_axis(logp_BxNxA, batch.y[..., None], axis=-1)[..., 0]
+  loss = (nll_BxN * mask_BxN).sum() / count
+  right_BxN = jnp.argmax(pred_BxNxA, axis=-1) == batch.y
+  acc = (right_BxN * mask_BxN).sum() / count
+  acc_all = jnp.mean(jnp.all(right_BxN | ~batch.mask.astype(bool), axis=-1))
+  return loss, {"loss": loss, "acc": acc, "acc_all": acc_all}
