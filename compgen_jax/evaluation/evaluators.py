@@ -1,7 +1,18 @@
 """Evaluator registry: name -> (state, bits_T, cfg) -> {metric: scalar}, for one run.
 
-Each evaluator draws its tasks and inputs from a fixed key of its own stream (never the training
-stream), so every evaluation of a run sees the same tasks and the numbers are comparable over steps.
+This is the `evaluate(state, key) -> metrics` of the design with the key made part of the state:
+each evaluator draws its tasks and inputs from a fixed named stream of the run key
+(`rng.stream(run_key(state), <stream>)`, never the training stream), so every evaluation of a run
+sees the same tasks, numbers are comparable over steps, and a standalone pass over a checkpoint
+reproduces the in-training numbers exactly. bits_T (the task table's bitmasks) is shared by runs.
+
+Metrics are those of the family's `loss` (regression: loss, r2; classification: loss, acc per
+step, acc_all per whole trajectory), prefixed by the evaluator's split:
+  id           training tasks, fresh draws (`test` stream): id/<m>
+  ood          held-out tasks (`ood` stream), compositional generalization: ood/<m>
+  ood_hotness  held-out tasks with exactly h modules (h = 1..K) and random subsets of h = K+1 ..
+               K+probe.hotness_above modules (`ood_hotness` stream): ood_h<h>/<m>; hyperteacher only
+  r2_quantiles per-task R^2 quantiles of the id and ood draws: id/r2_q<pct>, ood/r2_q<pct>
 """
 
 import functools
@@ -11,23 +22,36 @@ import jax.numpy as jnp
 import ml_collections
 
 from compgen_jax import rng
+from compgen_jax.encodings import registry as encodings
+from compgen_jax.evaluation import probes
 from compgen_jax.tasks import registry as families
+from compgen_jax.training import losses
 from compgen_jax.training import state as state_lib
 from compgen_jax.training import step as step_lib
 from compgen_jax.training.state import RunState
+from compgen_jax.types import ConfigError
 
 
-def _evaluate_on(state: RunState, bits_T, cfg, stream: str, which: str) -> dict:
-  family = families.get(cfg.task.family)
+def _draw(state: RunState, bits_T, cfg, stream: str, which: str):
+  """The evaluation batch of `which` ('train' or 'ood') tasks and the number of such tasks."""
   split = state.task["split"]
   idx_T, n = (split.train_idx, split.n_train) if which == "train" else (split.ood_idx, split.n_ood)
   key = rng.stream(state_lib.run_key(state), stream)
   batch = step_lib.draw_batch(state, key, idx_T, jnp.maximum(n, 1), cfg.train.eval_tasks,
                               bits_T, cfg)
+  return batch, n
+
+
+def _metrics(state: RunState, batch, count, cfg) -> dict:
   pred, _ = step_lib.predict(state.params, state, batch, cfg)
-  _, metrics = family.loss(pred, batch)
-  # A split without held-out tasks has no OOD score.
-  return {k: jnp.where(n > 0, v, jnp.nan) for k, v in metrics.items()}
+  _, metrics = families.get(cfg.task.family).loss(pred, batch)
+  # No tasks of this kind (e.g. a split without held-out tasks): no score.
+  return {k: jnp.where(count > 0, v, jnp.nan) for k, v in metrics.items()}
+
+
+def _evaluate_on(state: RunState, bits_T, cfg, stream: str, which: str) -> dict:
+  batch, n = _draw(state, bits_T, cfg, stream, which)
+  return _metrics(state, batch, n, cfg)
 
 
 def evaluate_id(state, bits_T, cfg) -> dict:
@@ -40,17 +64,123 @@ def evaluate_ood(state, bits_T, cfg) -> dict:
   return {f"ood/{k}": v for k, v in _evaluate_on(state, bits_T, cfg, "ood", "ood").items()}
 
 
-REGISTRY = {"id": evaluate_id, "ood": evaluate_ood}
+def hotness_indices(key: jax.Array, idx_T: jax.Array, n: jax.Array, bits_T: jax.Array, h: int,
+                    num_tasks: int) -> tuple[jax.Array, jax.Array]:
+  """`num_tasks` uniform draws [B] among the first n entries of idx_T with exactly h modules, and
+  how many such entries there are (draws are meaningless when it is 0)."""
+  hot_T = jax.lax.population_count(bits_T[idx_T])
+  ok_T = (jnp.arange(idx_T.shape[0]) < n) & (hot_T == h)
+  cum_T = jnp.cumsum(ok_T.astype(jnp.int32))
+  count = cum_T[-1]
+  u_B = jax.random.randint(key, (num_tasks,), 0, jnp.maximum(count, 1))
+  return idx_T[jnp.searchsorted(cum_T, u_B, side="right")], count
+
+
+def random_khot(key: jax.Array, num_tasks: int, num_modules: int, h: int) -> jax.Array:
+  """[B, M] k-hot rows of uniformly random subsets of exactly h modules."""
+  _, idx_BxH = jax.lax.top_k(jax.random.uniform(key, (num_tasks, num_modules)), h)
+  return jax.nn.one_hot(idx_BxH, num_modules).sum(1)
+
+
+def hotness_levels(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
+  """Hotness levels of ood_hotness: 1..K held out, K+1..K+hotness_above random (capped at M)."""
+  top = min(cfg.task.num_modules, cfg.task.max_hotness + int(probes.settings(cfg).hotness_above))
+  return tuple(range(1, top + 1))
+
+
+def evaluate_ood_hotness(state, bits_T, cfg) -> dict:
+  """OOD metrics by number of active modules h: held-out tasks (h <= K), any subset (h > K)."""
+  key = rng.stream(state_lib.run_key(state), "ood_hotness")
+  split, B = state.task["split"], cfg.train.eval_tasks
+  num_shots = cfg.encoding.num_shots if encodings.get(cfg.encoding.name).needs_context else 0
+  out = {}
+  for h in hotness_levels(cfg):
+    key_tasks, key_data = jax.random.split(jax.random.fold_in(key, h))
+    if h <= cfg.task.max_hotness:
+      idx_B, count = hotness_indices(key_tasks, split.ood_idx, split.n_ood, bits_T, h, B)
+      batch = step_lib.batch_for_bits(state, bits_T[idx_B], key_data, cfg)
+    else:  # more modules than any training task: every such subset is unseen
+      khot_BxM = random_khot(key_tasks, B, cfg.task.num_modules, h)
+      batch = families.get(cfg.task.family).sample_batch(
+          state.task["teacher"], khot_BxM, key_data, cfg.task, num_shots)
+      count = jnp.asarray(B)
+    out.update({f"ood_h{h}/{k}": v for k, v in _metrics(state, batch, count, cfg).items()})
+  return out
+
+
+def quantile_name(q: float) -> str:
+  return f"r2_q{round(100 * float(q)):02d}"
+
+
+def evaluate_r2_quantiles(state, bits_T, cfg) -> dict:
+  """Quantiles of per-task R^2 over the same tasks as the id and ood evaluators."""
+  qs = tuple(float(q) for q in probes.settings(cfg).quantiles)
+  out = {}
+  for prefix, stream, which in (("id", "test", "train"), ("ood", "ood", "ood")):
+    batch, n = _draw(state, bits_T, cfg, stream, which)
+    pred, _ = step_lib.predict(state.params, state, batch, cfg)
+    values = jnp.quantile(losses.r2_per_task(pred, batch.y), jnp.asarray(qs))
+    out.update({f"{prefix}/{quantile_name(q)}": jnp.where(n > 0, values[i], jnp.nan)
+                for i, q in enumerate(qs)})
+  return out
+
+
+REGISTRY = {"id": evaluate_id, "ood": evaluate_ood, "ood_hotness": evaluate_ood_hotness,
+            "r2_quantiles": evaluate_r2_quantiles}
+
+
+def _require_hyperteacher(cfg, name: str) -> None:
+  if cfg.task.family != "hyperteacher":
+    raise ConfigError("evaluators", f"{name!r} is defined for the hyperteacher family only, "
+                      f"not {cfg.task.family!r}")
+
+
+def _require_regression(cfg, name: str) -> None:
+  if families.get(cfg.task.family).loss is not losses.regression_loss:
+    raise ConfigError("evaluators", f"{name!r} needs a regression family (per-task R^2); "
+                      f"{cfg.task.family!r} is not one")
+
+
+REQUIREMENTS = {"ood_hotness": _require_hyperteacher, "r2_quantiles": _require_regression}
+
+
+def validate(cfg: ml_collections.ConfigDict, names) -> None:
+  """Unknown names, or evaluators the task family has no meaning for, raise ConfigError."""
+  for name in names:
+    if name not in REGISTRY:
+      raise ConfigError("evaluators", f"unknown {name!r}; allowed: {', '.join(REGISTRY)}")
+    REQUIREMENTS.get(name, lambda cfg, name: None)(cfg, name)
+  if "ood_hotness" in names or "r2_quantiles" in names:
+    probes.validate_evaluation(cfg)
+
+
+def applicable(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
+  """Every registered evaluator that is defined for cfg's task family."""
+  out = []
+  for name in REGISTRY:
+    try:
+      REQUIREMENTS.get(name, lambda cfg, name: None)(cfg, name)
+    except ConfigError:
+      continue
+    out.append(name)
+  return tuple(out)
 
 
 def make_evaluate(cfg: ml_collections.ConfigDict, names=None):
-  """jit(vmap over runs) of the named evaluators (default: cfg.train.evaluators)."""
-  names = tuple(names or cfg.train.evaluators)
+  """(states, bits_T) -> {metric: [R]} of the named evaluators (default: cfg.train.evaluators).
 
-  def evaluate(state, bits_T):
+  Each evaluator is its own jit(vmap over runs), so its numbers never depend on which other
+  evaluators run with it (in training or standalone).
+  """
+  names = tuple(names or cfg.train.evaluators)
+  validate(cfg, names)
+  jitted = [jax.jit(jax.vmap(functools.partial(REGISTRY[name], cfg=cfg), in_axes=(0, None)))
+            for name in names]
+
+  def evaluate(states, bits_T):
     out = {}
-    for name in names:
-      out.update(REGISTRY[name](state, bits_T, cfg))
+    for fn in jitted:
+      out.update(fn(states, bits_T))
     return out
 
-  return jax.jit(jax.vmap(functools.partial(evaluate), in_axes=(0, None)))
+  return evaluate

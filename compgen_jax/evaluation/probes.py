@@ -1,0 +1,210 @@
+"""Closed-form linear probes: ridge regression with intercept from activations to task targets.
+
+One solve per layer handles every target column at once and every lambda from one
+eigendecomposition; the pass is vmapped over layers and runs and jitted. Protocol (paper): fit
+on half of `num_tasks` ID tasks, score R^2 on the other half (ID) and on `num_tasks` held-out
+tasks (OOD). Targets: the weighted latent z, and (hyperteacher) the teacher's effective first-layer
+weights sum_m z~_m Theta_m. Tasks come from the run's `probe` stream, never the training stream.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from compgen_jax import rng
+from compgen_jax.evaluation import activations
+from compgen_jax.training import state as state_lib
+from compgen_jax.training import step as step_lib
+from compgen_jax.training.state import RunState
+from compgen_jax.types import ConfigError
+
+TARGETS = ("z", "theta")
+SPLITS = ("id", "ood")
+_HIGHEST = jax.lax.Precision.HIGHEST
+_EPS = 1e-6  # a target column whose spread is below this fraction of its mean square is constant
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The `probe` config subtree (probes, and the settings of the ood_hotness / r2_quantiles
+  evaluators)."""
+  return ml_collections.ConfigDict(dict(
+      lambdas=(1.0,), num_tasks=1024, targets=TARGETS, hotness_above=2,
+      quantiles=(0.1, 0.25, 0.5, 0.75, 0.9),
+      # The best layer is chosen after the student's first layer: an MLP's first Dense layer is
+      # an affine map of (phi(z), x), so it decodes whatever phi(z) does (trivially ~1).
+      skip_first=True))
+
+
+def settings(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """cfg.probe over the defaults (workdirs written before the section existed lack it)."""
+  out = default_config()
+  if cfg.task.family != "hyperteacher":
+    out.targets = ("z",)  # 'theta' is the hyperteacher's teacher weights
+  out.update(dict(cfg.get("probe") or {}))
+  return out
+
+
+def validate(cfg: ml_collections.ConfigDict) -> None:
+  """Checks of the probe settings before anything compiles; raises ConfigError."""
+  s = settings(cfg)
+  if not s.lambdas or any(not float(lam) > 0 for lam in s.lambdas):
+    raise ConfigError("probe.lambdas", f"need at least one, all > 0, got {tuple(s.lambdas)}")
+  if int(s.num_tasks) < 4 or int(s.num_tasks) % 2:
+    raise ConfigError("probe.num_tasks", f"must be even and >= 4, got {s.num_tasks}")
+  for name in s.targets:
+    if name not in TARGETS:
+      raise ConfigError("probe.targets", f"unknown {name!r}; allowed: {', '.join(TARGETS)}")
+  if "theta" in s.targets and cfg.task.family != "hyperteacher":
+    raise ConfigError("probe.targets", f"'theta' (teacher weights) needs the hyperteacher "
+                      f"family, not {cfg.task.family!r}")
+
+
+def validate_evaluation(cfg: ml_collections.ConfigDict) -> None:
+  """Checks of the settings the ood_hotness and r2_quantiles evaluators read from cfg.probe."""
+  s = settings(cfg)
+  if int(s.hotness_above) < 0:
+    raise ConfigError("probe.hotness_above", f"must be >= 0, got {s.hotness_above}")
+  if not s.quantiles or any(not 0.0 <= float(q) <= 1.0 for q in s.quantiles):
+    raise ConfigError("probe.quantiles", f"need values in [0, 1], got {tuple(s.quantiles)}")
+
+
+def ridge_fit(x_NxD: jax.Array, y_NxK: jax.Array, lambdas_A: jax.Array
+              ) -> tuple[jax.Array, jax.Array]:
+  """Exact ridge with intercept for every lambda: weights [A, D, K] and intercepts [A, K].
+
+  One symmetric eigendecomposition serves all lambdas and targets: of the D x D Gram matrix when
+  N >= D, else of the N x N kernel (W = X^T (X X^T + lambda)^-1 Y, the same solution).
+  """
+  mean_x, mean_y = x_NxD.mean(0), y_NxK.mean(0)
+  xc_NxD, yc_NxK = x_NxD - mean_x[None, :], y_NxK - mean_y[None, :]
+  N, D = x_NxD.shape
+  gram = xc_NxD.T if D <= N else xc_NxD
+  s_P, v_PxP = jnp.linalg.eigh(jnp.matmul(gram, gram.T, precision=_HIGHEST))
+  inv_AxP = 1.0 / (jnp.maximum(s_P, 0.0)[None, :] + lambdas_A[:, None])
+  if D <= N:
+    proj_PxK = jnp.matmul(v_PxP.T, jnp.matmul(xc_NxD.T, yc_NxK, precision=_HIGHEST),
+                          precision=_HIGHEST)
+    w_AxDxK = jnp.einsum("dp,ap,pk->adk", v_PxP, inv_AxP, proj_PxK, precision=_HIGHEST)
+  else:
+    proj_PxK = jnp.matmul(v_PxP.T, yc_NxK, precision=_HIGHEST)
+    xv_DxP = jnp.matmul(xc_NxD.T, v_PxP, precision=_HIGHEST)
+    w_AxDxK = jnp.einsum("dp,ap,pk->adk", xv_DxP, inv_AxP, proj_PxK, precision=_HIGHEST)
+  b_AxK = mean_y[None, :] - jnp.einsum("d,adk->ak", mean_x, w_AxDxK, precision=_HIGHEST)
+  return w_AxDxK, b_AxK
+
+
+def ridge_predict(w_AxDxK: jax.Array, b_AxK: jax.Array, x_NxD: jax.Array) -> jax.Array:
+  """Predictions [A, N, K] of every lambda's probe."""
+  return jnp.einsum("nd,adk->ank", x_NxD, w_AxDxK, precision=_HIGHEST) + b_AxK[:, None, :]
+
+
+def r2_per_target(y_NxK: jax.Array, pred_NxK: jax.Array) -> jax.Array:
+  """R^2 [K] of each target column (1 - SS_res / SS_tot); NaN for a constant column."""
+  ss_tot_K = jnp.sum((y_NxK - y_NxK.mean(0)[None, :]) ** 2, 0)
+  ss_res_K = jnp.sum((y_NxK - pred_NxK) ** 2, 0)
+  ok_K = ss_tot_K > _EPS * jnp.sum(y_NxK ** 2, 0)
+  return jnp.where(ok_K, 1.0 - ss_res_K / jnp.where(ok_K, ss_tot_K, 1.0), jnp.nan)
+
+
+def fit_and_score(x_fit_NxD, y_fit_NxK, evals: dict, lambdas_A) -> dict[str, jax.Array]:
+  """Fits on (x_fit, y_fit); R^2 [A, K] on each named (x, y) evaluation set."""
+  w, b = ridge_fit(x_fit_NxD, y_fit_NxK, lambdas_A)
+  return {name: jax.vmap(r2_per_target, in_axes=(None, 0))(y, ridge_predict(w, b, x))
+          for name, (x, y) in evals.items()}
+
+
+def targets(state: RunState, batch, cfg: ml_collections.ConfigDict) -> dict[str, jax.Array]:
+  """{target: [B, k]} for the configured targets."""
+  out = {}
+  for name in settings(cfg).targets:
+    if name == "z":
+      out[name] = batch.z
+    else:  # theta: the teacher's effective first-layer weights sum_m z~_m Theta_m
+      zt_BxM = batch.z / np.sqrt(cfg.task.max_hotness)
+      w_BxIxH = jnp.einsum("bm,mih->bih", zt_BxM, state.task["teacher"]["theta"][0])
+      out[name] = w_BxIxH.reshape(w_BxIxH.shape[0], -1)
+  return out
+
+
+def _draw(state, key, which: str, bits_T, cfg):
+  split, n = state.task["split"], int(settings(cfg).num_tasks)
+  idx_T, count = ((split.train_idx, split.n_train) if which == "id"
+                  else (split.ood_idx, split.n_ood))
+  batch = step_lib.draw_batch(state, key, idx_T, jnp.maximum(count, 1), n, bits_T, cfg)
+  return activations.stack(activations.capture(state, batch, cfg)), targets(state, batch, cfg)
+
+
+def probe_data(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict):
+  """Activations [L, N, D] and targets [N, K] (all targets side by side) of the probe's ID and
+  held-out tasks, from the run's `probe` stream; and the target names and column counts."""
+  key = rng.stream(state_lib.run_key(state), "probe")
+  x_id_LxNxD, y_id = _draw(state, rng.stream(key, "test"), "id", bits_T, cfg)
+  x_ood_LxNxD, y_ood = _draw(state, rng.stream(key, "ood"), "ood", bits_T, cfg)
+  names = tuple(y_id)
+  y_id_NxK = jnp.concatenate([y_id[k] for k in names], axis=-1)
+  y_ood_NxK = jnp.concatenate([y_ood[k] for k in names], axis=-1)
+  return (x_id_LxNxD, x_ood_LxNxD, y_id_NxK, y_ood_NxK), names, [y_id[k].shape[-1] for k in names]
+
+
+def score_layers(x_id_LxNxD, x_ood_LxNxD, y_id_NxK, y_ood_NxK, lambdas_A) -> dict:
+  """R^2 {'id', 'ood': [L, A, K]} of probes fitted on the first half of the ID tasks, scored on
+  the second half and on the held-out tasks; vmapped over layers."""
+  half = y_id_NxK.shape[0] // 2
+
+  def one_layer(x_id_NxD, x_ood_NxD):
+    evals = {"id": (x_id_NxD[half:], y_id_NxK[half:]), "ood": (x_ood_NxD, y_ood_NxK)}
+    return fit_and_score(x_id_NxD[:half], y_id_NxK[:half], evals, lambdas_A)
+
+  return jax.vmap(one_layer)(x_id_LxNxD, x_ood_LxNxD)
+
+
+def probe_run(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict) -> dict:
+  """Probe R^2 of one run: {'<target>/<split>': [L, A]} (layers in stack order, A lambdas), each
+  the mean R^2 over the target's columns."""
+  data, names, sizes = probe_data(state, bits_T, cfg)
+  r2 = score_layers(*data, jnp.asarray(settings(cfg).lambdas, jnp.float32))
+  has_ood = state.task["split"].n_ood > 0
+  out = {}
+  for split_name, r2_LxAxK in r2.items():
+    cols = jnp.split(r2_LxAxK, np.cumsum(sizes)[:-1].tolist(), axis=-1)
+    for name, col in zip(names, cols, strict=True):
+      value_LxA = jnp.nanmean(col, axis=-1)
+      if split_name == "ood":  # a split without held-out tasks has no OOD score
+        value_LxA = jnp.where(has_ood, value_LxA, jnp.nan)
+      out[f"{name}/{split_name}"] = value_LxA
+  return out
+
+
+def make_probe(cfg: ml_collections.ConfigDict):
+  """jit(vmap over runs) of probe_run: (states, bits_T) -> {'<target>/<split>': [R, L, A]}."""
+  validate(cfg)
+  return jax.jit(jax.vmap(functools.partial(probe_run, cfg=cfg), in_axes=(0, None)))
+
+
+def rows(result: dict, names: tuple[str, ...], cfg: ml_collections.ConfigDict, step: int,
+         grid: list[dict]) -> list[dict]:
+  """probes.jsonl rows, one per run and lambda: '<target>/<layer>/<split>_r2', and for each target
+  the best student layer (highest ID probe R^2; after the first if probe.skip_first) as
+  '<target>/best_layer', '<target>/best/<split>_r2'."""
+  result = {k: np.asarray(v) for k, v in result.items()}
+  skip = 2 if settings(cfg).skip_first and len(names) > 2 else 1  # names[0] is INPUT_LAYER
+  candidate = np.arange(len(names)) >= skip
+  out = []
+  for r, run in enumerate(grid):
+    for a, lam in enumerate(settings(cfg).lambdas):
+      row = {"step": int(step), **run, "lambda": float(lam)}
+      for key, value in result.items():
+        target, split = key.split("/")
+        row.update({f"{target}/{layer}/{split}_r2": float(value[r, l, a])
+                    for l, layer in enumerate(names)})
+      for target in {k.split("/")[0] for k in result}:
+        id_r2 = np.nan_to_num(result[f"{target}/id"][r, :, a], nan=-np.inf)
+        best = int(np.argmax(np.where(candidate, id_r2, -np.inf)))
+        row[f"{target}/best_layer"] = names[best]
+        for split in SPLITS:
+          row[f"{target}/best/{split}_r2"] = float(result[f"{target}/{split}"][r, best, a])
+      out.append(row)
+  return out

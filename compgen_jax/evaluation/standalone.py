@@ -1,0 +1,166 @@
+"""Evaluators and probes as standalone passes over a workdir's saved checkpoints.
+
+They read config.json and checkpoints/ and only append to eval.jsonl / probes.jsonl (and write the
+eval curve PNG); training artifacts are never modified.
+"""
+
+import json
+import os
+from typing import NamedTuple
+
+import jax
+import ml_collections
+import numpy as np
+from absl import logging
+
+from compgen_jax import checkpointing, metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import plots
+from compgen_jax.encodings import registry as encodings
+from compgen_jax.evaluation import activations, evaluators, probes
+from compgen_jax.students import registry as students
+from compgen_jax.tasks import registry as families
+from compgen_jax.training import loop, runs
+from compgen_jax.types import CheckpointError, ConfigError, PyTree
+
+EVAL_FILE = "eval.jsonl"
+PROBE_FILE = "probes.jsonl"
+CURVE_FILE = "eval_ood_r2.png"
+
+
+class Workdir(NamedTuple):
+  path: str
+  cfg: ml_collections.ConfigDict
+  grid: list[dict]
+  abstract: PyTree  # shapes of the run-stacked state, to restore against
+
+  @property
+  def checkpoints(self) -> str:
+    return os.path.join(self.path, loop.CHECKPOINT_DIR)
+
+
+def open_workdir(path: str) -> Workdir:
+  """Config, run grid and abstract state of a trained workdir; ConfigError when it is unusable."""
+  if not os.path.isdir(path):
+    raise ConfigError("workdir", f"{path!r} does not exist or is not a directory")
+  try:
+    cfg = workdir_lib.load_config(path)
+  except json.JSONDecodeError as e:
+    raise ConfigError("workdir", f"{os.path.join(path, workdir_lib.CONFIG_FILE)!r} is not valid "
+                      f"JSON: {e}") from e
+  filled = fill_missing(cfg)
+  if filled:
+    logging.warning("%s predates config fields %s; using today's defaults", path, filled)
+  try:
+    runs.validate(cfg)
+    grid = runs.run_grid(cfg)
+    runs.precompute_splits(cfg, grid)
+    abstract = loop.abstract_state(cfg, grid)
+  except (AttributeError, KeyError, TypeError) as e:
+    raise ConfigError("workdir", f"the config in {path!r} is incompatible with this code "
+                      f"({type(e).__name__}: {e})") from e
+  return Workdir(path, cfg, grid, abstract)
+
+
+def fill_missing(cfg: ml_collections.ConfigDict) -> list[str]:
+  """Adds the config fields a workdir written by an earlier version lacks, with today's defaults
+  (never changing a field it has); returns their names."""
+  defaults = {"encoding": encodings.default_config, "student": students.default_config,
+              "probe": probes.default_config}
+  if cfg.get("task") and cfg.task.get("family") in families.REGISTRY:
+    defaults["task"] = families.get(cfg.task.family).default_config
+  filled = []
+  for section, make in defaults.items():
+    if section not in cfg:
+      cfg[section], filled = make(), [*filled, section]
+      continue
+    for key, value in make().items():
+      if key not in cfg[section]:
+        cfg[section][key], filled = value, [*filled, f"{section}.{key}"]
+  return filled
+
+
+def select_steps(wd: Workdir, step: int | None, every: bool) -> list[int]:
+  """Checkpoint steps to process: all (every), the given one, or the latest."""
+  if every and step is not None:
+    raise ConfigError("step", "give either a step or every, not both")
+  available = checkpointing.available_steps(wd.checkpoints)
+  if not available:
+    raise CheckpointError(f"no checkpoint found in {wd.checkpoints!r}")
+  if every:
+    return available
+  if step is None:
+    return [available[-1]]
+  if step not in available:
+    raise CheckpointError(f"no checkpoint for step {step} in {wd.checkpoints!r}; "
+                          f"available: {available}")
+  return [step]
+
+
+def restore(wd: Workdir, step: int) -> PyTree:
+  """The run-stacked state saved at `step` (CheckpointError if missing, corrupt or mismatched)."""
+  _, state = checkpointing.restore(wd.checkpoints, wd.abstract, step)
+  saved = np.asarray(state.step)
+  if not np.all(saved == step):
+    raise CheckpointError(f"checkpoint {wd.checkpoints!r} step {step} holds states of step(s) "
+                          f"{sorted(set(saved.tolist()))}")
+  return state
+
+
+def _run_info(grid: list[dict]) -> list[dict]:
+  return [dict(run) for run in grid]
+
+
+def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
+                     names=None) -> list[dict]:
+  """Runs the named evaluators (default: all that apply to the family) on the selected
+  checkpoints; appends one row per step and run to eval.jsonl and returns the rows.
+
+  With several steps it also draws the OOD R^2 curve over checkpoints (CURVE_FILE).
+  """
+  wd = open_workdir(path)
+  names = tuple(names or evaluators.applicable(wd.cfg))
+  evaluate = evaluators.make_evaluate(wd.cfg, names)
+  steps = select_steps(wd, step, every)
+  bits_T = loop.task_bits(wd.cfg)
+  out = []
+  for s in steps:
+    metrics = jax.tree.map(np.asarray, evaluate(restore(wd, s), bits_T))
+    rows = [{"step": s, **info, **{k: float(v[r]) for k, v in sorted(metrics.items())}}
+            for r, info in enumerate(_run_info(wd.grid))]
+    metric_writer.append_rows(os.path.join(path, EVAL_FILE), rows)  # kept if a later step fails
+    out.extend(rows)
+  if len(steps) > 1 and any("ood/r2" in r for r in out):
+    plots.curve_png(out, os.path.join(path, CURVE_FILE), key="ood/r2")
+  return out
+
+
+def probe_workdir(path: str, step: int | None = None, every: bool = False) -> list[dict]:
+  """Probes every layer of every run on the selected checkpoints; appends one row per step, run
+  and lambda to probes.jsonl and returns the rows."""
+  wd = open_workdir(path)
+  probe = probes.make_probe(wd.cfg)
+  steps = select_steps(wd, step, every)
+  bits_T = loop.task_bits(wd.cfg)
+  names = activations.layer_names(jax.tree.map(lambda a: jax.ShapeDtypeStruct(
+      a.shape[1:], a.dtype), wd.abstract), wd.cfg)
+  out = []
+  for s in steps:
+    result = jax.tree.map(np.asarray, probe(restore(wd, s), bits_T))
+    rows = probes.rows(result, names, wd.cfg, s, _run_info(wd.grid))
+    metric_writer.append_rows(os.path.join(path, PROBE_FILE), rows)
+    out.extend(rows)
+  return out
+
+
+def probe_table(rows: list[dict]) -> tuple[list[str], list[list]]:
+  """(header, body) of probe R^2: one line per step, run, lambda, target and split; one column
+  per layer ('input' = input decoder, the student's layers = task decoders) and the best layer."""
+  layers = [k.split("/")[1] for k in rows[0] if k.endswith("/id_r2") and "/best/" not in k]
+  layers = list(dict.fromkeys(layers))
+  targets = list(dict.fromkeys(k.split("/")[0] for k in rows[0] if k.endswith("/best_layer")))
+  body = [[r["step"], r["run"], r["lambda"], t, split,
+           *(r.get(f"{t}/{layer}/{split}_r2", float("nan")) for layer in layers),
+           r[f"{t}/best_layer"], r[f"{t}/best/{split}_r2"]]
+          for r in rows for t in targets for split in probes.SPLITS]
+  return ["step", "run", "lambda", "target", "split", *layers, "best", "best_r2"], body

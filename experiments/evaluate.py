@@ -1,0 +1,44 @@
+"""Runs evaluators over a workdir's saved checkpoints; appends rows to <workdir>/eval.jsonl.
+
+  python experiments/evaluate.py --workdir=/tmp/ht_quick            # latest checkpoint
+  python experiments/evaluate.py --workdir=/tmp/ht_quick --every    # every checkpoint (+ curve)
+  python experiments/evaluate.py --workdir=/tmp/ht_quick --step=2000 --evaluators=id,ood
+
+Training artifacts are never modified. Exit status 2 with a message on a bad workdir or checkpoint.
+"""
+
+import sys
+
+from absl import app, flags
+
+from compgen_jax.analysis import report
+from compgen_jax.evaluation import standalone
+from compgen_jax.types import CheckpointError, ConfigError
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
+_STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
+_EVERY = flags.DEFINE_bool("every", False, "Evaluate every saved checkpoint.")
+_EVALUATORS = flags.DEFINE_list("evaluators", [], "Evaluator names (default: all that apply "
+                                "to the task family).")
+flags.mark_flags_as_required(["workdir"])
+_SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
+
+
+def main(argv):
+  del argv
+  try:
+    rows = standalone.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
+                                       _EVALUATORS.value or None)
+  except (ConfigError, CheckpointError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
+  print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
+                                              for r in rows]))
+  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{standalone.EVAL_FILE}")
+  if len({r["step"] for r in rows}) > 1:
+    print(f"OOD R^2 over checkpoints: {_WORKDIR.value}/{standalone.CURVE_FILE}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,36 @@
+"""Linear probes of every layer over a workdir's checkpoints; appends rows to probes.jsonl.
+
+  python experiments/probe.py --workdir=/tmp/ht_quick            # latest checkpoint
+  python experiments/probe.py --workdir=/tmp/ht_quick --every    # every checkpoint
+
+Ridge (intercept, lambdas from config.probe) fitted on half of the probe's ID tasks, scored on the
+other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad input.
+"""
+
+import sys
+
+from absl import app, flags
+
+from compgen_jax.analysis import report
+from compgen_jax.evaluation import standalone
+from compgen_jax.types import CheckpointError, ConfigError
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
+_STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
+_EVERY = flags.DEFINE_bool("every", False, "Probe every saved checkpoint.")
+flags.mark_flags_as_required(["workdir"])
+
+
+def main(argv):
+  del argv
+  try:
+    rows = standalone.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
+  except (ConfigError, CheckpointError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  print(report.table(*standalone.probe_table(rows)))
+  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{standalone.PROBE_FILE}")
+
+
+if __name__ == "__main__":
+  app.run(main)

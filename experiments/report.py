@@ -1,0 +1,35 @@
+"""Collects many workdirs into one table and correlates decodability with OOD R^2 across runs.
+
+  python experiments/report.py --workdirs=/tmp/a,/tmp/b --out=/tmp/report
+  python experiments/report.py --workdirs='/tmp/sweep/*' --out=/tmp/report --lam=1.0
+
+Reads config.json, metrics.jsonl, eval.jsonl and probes.jsonl; writes decodability.jsonl and the
+scatter PNG into --out.
+"""
+
+import glob
+import sys
+
+from absl import app, flags
+
+from compgen_jax.analysis import correlation
+from compgen_jax.types import ConfigError
+
+_WORKDIRS = flags.DEFINE_list("workdirs", None, "Workdirs (glob patterns allowed).")
+_OUT = flags.DEFINE_string("out", None, "Directory for the table and the scatter plot.")
+_LAM = flags.DEFINE_float("lam", None, "Probe lambda to report (default: the first one).")
+flags.mark_flags_as_required(["workdirs", "out"])
+
+
+def main(argv):
+  del argv
+  workdirs = [p for pattern in _WORKDIRS.value for p in (sorted(glob.glob(pattern)) or [pattern])]
+  try:
+    print(correlation.write_report(workdirs, _OUT.value, _LAM.value))
+  except ConfigError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+  app.run(main)

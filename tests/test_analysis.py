@@ -1,0 +1,87 @@
+"""Collecting workdirs into a table and correlating decodability with OOD R^2 (files only)."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import correlation, load, plots
+from compgen_jax.types import ConfigError
+from tests.helpers import load_config
+
+RUN = {"seed": 0, "frac_ood": 0.25, "learning_rate": 0.003, "weight_decay": 0.003}
+
+
+def _fake_workdir(path: str, encoding: str, decod: list[float], ood: list[float],
+                  eval_ood: list[float] | None = None) -> str:
+  workdir_lib.prepare(path, load_config("hyperteacher", "tiny", **{"encoding.name": encoding}))
+  metric_writer.append_rows(os.path.join(path, load.METRICS_FILE), [
+      {"step": s, "run": r, **RUN, "ood/r2": o - (100 - s) / 100, "id/r2": 0.9}
+      for s in (50, 100) for r, o in enumerate(ood)])
+  metric_writer.append_rows(os.path.join(path, load.PROBE_FILE), [
+      {"step": 100, "run": r, **RUN, "lambda": lam, "z/input/ood_r2": 1.0,
+       "z/dense_0/ood_r2": d - 0.1, "z/dense_1/ood_r2": d, "z/best_layer": "dense_1",
+       "z/best/ood_r2": d if lam == 1.0 else 0.0, "z/best/id_r2": d}
+      for r, d in enumerate(decod) for lam in (1.0, 10.0)])
+  if eval_ood is not None:
+    metric_writer.append_rows(os.path.join(path, load.EVAL_FILE), [
+        {"step": 100, "run": r, **RUN, "ood/r2": o} for r, o in enumerate(eval_ood)])
+  return path
+
+
+@pytest.fixture
+def workdirs(tmp_path):
+  return [
+      _fake_workdir(str(tmp_path / "a"), "identity", [0.9, 0.5], [0.95, 0.4]),
+      _fake_workdir(str(tmp_path / "b"), "orthogonal", [0.7, 0.2], [0.0, 0.0],
+                    eval_ood=[0.8, float("nan")]),
+  ]
+
+
+def test_collect_reads_one_row_per_run_at_the_probed_step(workdirs):
+  rows = load.collect(workdirs)
+  assert [(os.path.basename(r["workdir"]), r["run"]) for r in rows] == [
+      ("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+  assert all(r["step"] == 100 and r["lambda"] == 1.0 for r in rows)
+  assert [r["encoding.name"] for r in rows] == ["identity"] * 2 + ["orthogonal"] * 2
+  assert rows[0]["student.width"] == 64 and rows[0]["task.num_modules"] == 6
+  # eval.jsonl (standalone) wins over the in-training row of the same step; "nan" reads back.
+  assert [r["ood/r2"] for r in rows[:3]] == [0.95, 0.4, 0.8] and math.isnan(rows[3]["ood/r2"])
+  assert rows[0]["z/dense_0/ood_r2"] == pytest.approx(0.8)
+  assert load.collect(workdirs[:1], lam=10.0)[0]["z/best/ood_r2"] == 0.0
+
+
+def test_correlation_matches_numpy_and_skips_nan(workdirs):
+  corr = correlation.decodability_vs_generalization(load.collect(workdirs))
+  r = np.corrcoef([0.9, 0.5, 0.7], [0.95, 0.4, 0.8])[0, 1]
+  assert corr["n"] == 3
+  assert corr["r"] == pytest.approx(r) and corr["r2"] == pytest.approx(r * r)
+  assert all(math.isnan(v) for v in correlation.pearson([1.0, 2.0], [1.0, 3.0]))
+  assert all(math.isnan(v) for v in correlation.pearson([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]))
+
+
+def test_report_writes_table_and_scatter(workdirs, tmp_path):
+  text = correlation.write_report(workdirs, str(tmp_path / "out"))
+  assert "Pearson r" in text and "dense_1" in text
+  assert (tmp_path / "out" / correlation.SCATTER_FILE).stat().st_size > 0
+  assert len(metric_writer.read_rows(str(tmp_path / "out" / correlation.TABLE_FILE))) == 4
+  correlation.write_report(workdirs, str(tmp_path / "out"))  # rewritten, not appended
+  assert len(metric_writer.read_rows(str(tmp_path / "out" / correlation.TABLE_FILE))) == 4
+
+
+def test_curve_png(tmp_path):
+  rows = [{"step": s, "run": r, "ood/r2": s / 100 - r} for s in (1, 2, 3) for r in (0, 1)]
+  assert os.path.getsize(plots.curve_png(rows, str(tmp_path / "c.png"))) > 0
+
+
+def test_bad_inputs_are_clear_errors(workdirs, tmp_path):
+  with pytest.raises(ConfigError, match="does not exist"):
+    load.collect([str(tmp_path / "missing")])
+  os.makedirs(tmp_path / "foreign")
+  with pytest.raises(ConfigError, match="no config.json"):
+    load.collect([str(tmp_path / "foreign")])
+  with pytest.raises(ConfigError, match="lambda=3.0"):
+    load.collect(workdirs, lam=3.0)

@@ -1,0 +1,155 @@
+"""Standalone evaluation and probes over a trained tiny workdir: same numbers as in training, no
+training artifact touched, every binary runs, and every bad input is a clear error."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from compgen_jax import metric_writer
+from compgen_jax.evaluation import standalone
+from compgen_jax.training import loop
+from compgen_jax.types import CheckpointError, ConfigError
+from tests.helpers import REPO, load_config
+
+STEPS = (50, 100)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("tiny") / "wd")
+  cfg = load_config("hyperteacher", "tiny", **{
+      "train.num_steps": 100, "train.eval_every": 50, "train.checkpoint_every": 50,
+      "probe.num_tasks": 128})
+  loop.train_and_evaluate(cfg, path)
+  return path
+
+
+def _digests(path: str) -> dict:
+  out = {}
+  for root, _, files in os.walk(path):
+    for name in files:
+      full = os.path.join(root, name)
+      with open(full, "rb") as f:
+        out[os.path.relpath(full, path)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+def test_standalone_reproduces_in_training_numbers_and_touches_nothing(workdir):
+  before = _digests(workdir)
+  rows = standalone.evaluate_workdir(workdir, every=True)
+  trained = {(r["step"], r["run"]): r for r in metric_writer.read_rows(
+      os.path.join(workdir, loop.METRICS_FILE)) if "ood/r2" in r}
+  assert sorted({r["step"] for r in rows}) == list(STEPS)
+  for row in rows:
+    ref = trained[(row["step"], row["run"])]
+    for key in ("id/r2", "id/loss", "ood/r2", "ood/loss"):
+      assert row[key] == ref[key], (key, row["step"], row["run"])
+    assert "ood_h3/r2" in row and "ood/r2_q50" in row
+  after = _digests(workdir)
+  new = set(after) - set(before)
+  assert new == {standalone.EVAL_FILE, standalone.CURVE_FILE}
+  assert {k: after[k] for k in before} == before
+
+
+def test_probe_rows_per_run_and_lambda(workdir):
+  rows = standalone.probe_workdir(workdir, step=50)
+  assert [(r["step"], r["run"]) for r in rows] == [(50, 0), (50, 1)]
+  assert rows[0]["z/input/id_r2"] > 0.95  # identity encoding: phi(z) = z
+  for layer in ("dense_0", "dense_1", "readout"):
+    assert f"z/{layer}/ood_r2" in rows[0] and f"theta/{layer}/id_r2" in rows[0]
+
+
+def _run(binary: str, *args: str) -> subprocess.CompletedProcess:
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO}
+  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", binary), *args],
+                        capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+
+
+def test_binaries_end_to_end(workdir, tmp_path):
+  done = _run("evaluate.py", f"--workdir={workdir}", "--every", "--evaluators=id,ood")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "ood/r2" in done.stdout and os.path.exists(os.path.join(workdir, standalone.CURVE_FILE))
+  done = _run("probe.py", f"--workdir={workdir}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "dense_0" in done.stdout
+  out = tmp_path / "report"
+  done = _run("report.py", f"--workdirs={workdir}", f"--out={out}")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert (out / "decodability_vs_ood_r2.png").exists() and "Pearson r" in done.stdout
+
+
+def test_binary_error_exits_nonzero_with_message(tmp_path):
+  done = _run("evaluate.py", f"--workdir={tmp_path / 'missing'}")
+  assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def _copy(workdir: str, tmp_path) -> str:
+  dst = str(tmp_path / "copy")
+  shutil.copytree(workdir, dst)
+  return dst
+
+
+def test_bad_workdirs_are_clear_errors(workdir, tmp_path):
+  with pytest.raises(ConfigError, match="does not exist"):
+    standalone.evaluate_workdir(str(tmp_path / "missing"))
+  os.makedirs(tmp_path / "empty")
+  with pytest.raises(ConfigError, match="no config.json"):
+    standalone.probe_workdir(str(tmp_path / "empty"))
+  bad = _copy(workdir, tmp_path)
+  with open(os.path.join(bad, "config.json"), "w") as f:
+    f.write("{not json")
+  with pytest.raises(ConfigError, match="not valid JSON"):
+    standalone.evaluate_workdir(bad)
+
+
+def test_missing_steps_and_checkpoints_are_clear_errors(workdir, tmp_path):
+  with pytest.raises(CheckpointError, match="available: \\[50, 100\\]"):
+    standalone.evaluate_workdir(workdir, step=75)
+  with pytest.raises(ConfigError, match="either a step or every"):
+    standalone.evaluate_workdir(workdir, step=50, every=True)
+  bare = _copy(workdir, tmp_path)
+  shutil.rmtree(os.path.join(bare, loop.CHECKPOINT_DIR))
+  with pytest.raises(CheckpointError, match="no checkpoint found"):
+    standalone.probe_workdir(bare)
+
+
+def test_corrupt_checkpoint_is_a_clear_error(workdir, tmp_path):
+  bad = _copy(workdir, tmp_path)
+  for root, _, files in os.walk(os.path.join(bad, loop.CHECKPOINT_DIR, "100")):
+    for name in files:
+      if os.sep + "d" in root or name.endswith("ocdbt"):
+        with open(os.path.join(root, name), "wb") as f:
+          f.write(b"garbage")
+  with pytest.raises(CheckpointError, match="step 100"):
+    standalone.evaluate_workdir(bad, names=("id",))
+
+
+def test_checkpoint_of_an_incompatible_config_is_a_clear_error(workdir, tmp_path):
+  bad = _copy(workdir, tmp_path)
+  path = os.path.join(bad, "config.json")
+  with open(path) as f:
+    cfg = json.load(f)
+  cfg["student"]["width"] = 32
+  with open(path, "w") as f:
+    json.dump(cfg, f)
+  with pytest.raises(CheckpointError, match="incompatible config|does not match"):
+    standalone.evaluate_workdir(bad, names=("id",))
+
+
+def test_workdir_from_an_earlier_version_gets_todays_defaults(workdir, tmp_path):
+  old = _copy(workdir, tmp_path)
+  path = os.path.join(old, "config.json")
+  with open(path) as f:
+    cfg = json.load(f)
+  del cfg["probe"], cfg["encoding"]["keep_zeros"]
+  with open(path, "w") as f:
+    json.dump(cfg, f)
+  wd = standalone.open_workdir(old)
+  assert wd.cfg.encoding.keep_zeros is False and tuple(wd.cfg.probe.lambdas) == (1.0,)
+  with open(path) as f:
+    assert "probe" not in json.load(f)  # config.json itself is left alone
