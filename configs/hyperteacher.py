@@ -3,6 +3,8 @@
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
   python experiments/train.py --config=configs/hyperteacher.py:paper --workdir=/tmp/ht_paper \
       --config.encoding.name=orthogonal --config.sweep.frac_ood="(0.25,0.5,0.75)"
+  python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_tf \
+      --config.student.name=transformer --config.encoding.name=language
 
 Presets: paper (the paper's setting, for a GPU), quick (2 CPU cores, minutes), tiny (tests).
 Array-valued sweep axes (sweep.frac_ood, sweep.learning_rate, sweep.weight_decay) multiply the
@@ -12,7 +14,8 @@ seeds; all runs are one compiled program.
 import ml_collections
 
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.students import mlp
+from compgen_jax.evaluation import probes
+from compgen_jax.students import registry as students
 from compgen_jax.tasks import hyperteacher
 
 PRESETS = ("paper", "quick", "tiny")
@@ -24,7 +27,7 @@ def base() -> ml_collections.ConfigDict:
   cfg.num_seeds = 3
   cfg.task = hyperteacher.default_config()
   cfg.encoding = encodings.default_config()
-  cfg.student = mlp.default_config()
+  cfg.student = students.default_config()  # name: mlp | transformer | hypernetwork
   cfg.optim = ml_collections.ConfigDict(dict(
       learning_rate=3e-4, weight_decay=3e-3, b1=0.9, b2=0.999, schedule="constant",
       warmup_steps=1000, end_factor=0.0))
@@ -33,6 +36,7 @@ def base() -> ml_collections.ConfigDict:
       checkpoint_every=10_000, max_checkpoints=3, eval_tasks=1024, evaluators=("id", "ood"),
       progress=True))
   cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))
+  cfg.probe = probes.default_config()  # ridge probes + ood_hotness / r2_quantiles settings
   return cfg
 
 
@@ -43,7 +47,9 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     pass
   elif preset == "quick":
     cfg.num_seeds = 2
-    cfg.student.width = 256
+    # hyper_layernorm off: LayerNorm is scale-invariant and erases z's weights (see docs).
+    cfg.student.update(width=256, num_layers=2, d_model=128, ffw_dim=512, hyper_hidden=128,
+                       hyper_layernorm=False)
     cfg.optim.learning_rate = 1e-3
     cfg.optim.schedule = "warmup_cosine"
     cfg.optim.warmup_steps = 200
@@ -52,7 +58,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.num_seeds = 2
     cfg.task.update(num_modules=6, max_hotness=2, input_dim=4, hidden_dim=8, output_dim=2,
                     num_samples=8)
-    cfg.student.update(width=64, depth=2)
+    cfg.student.update(width=64, depth=2, num_layers=2, d_model=32, num_heads=2, ffw_dim=64,
+                       hyper_hidden=32, hyper_layernorm=False)
     cfg.optim.learning_rate = 3e-3
     cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, eval_every=100,
                      checkpoint_every=100, eval_tasks=64, progress=False)

@@ -1,22 +1,28 @@
-"""The six task encodings phi(z) by name, and the `encoding` config subtree."""
+"""The task encodings phi(z) by name, and the `encoding` config subtree."""
 
 from collections.abc import Callable
 from typing import NamedTuple
 
 import ml_collections
 
-from compgen_jax.encodings import few_shot, interval_shuffle, invertible, linear, tokens
-from compgen_jax.types import ConfigError
+from compgen_jax.encodings import few_shot, interval_shuffle, invertible, language, linear, tokens
+from compgen_jax.types import Array, ConfigError, PRNGKey, PyTree
 
 
 class Encoding(NamedTuple):
   """init(key, M, cfg) -> params; apply(params, z_BxM, context_BxCxF | None) -> phi_BxE float32;
-  dim(M, cfg, context_dim) -> E (static); needs_context: the task family must supply context."""
+  dim(M, cfg, context_dim) -> E (static); needs_context: the task family must supply context.
+
+  Sequence encodings (is_sequence) return E = L token ids (float32, PAD = 0) over a vocabulary of
+  vocab_size(M, cfg) ids, and their apply takes an optional `key=` for the per-draw token order.
+  """
 
   init: Callable
   apply: Callable
   dim: Callable
   needs_context: bool
+  is_sequence: bool = False
+  vocab_size: Callable | None = None
 
 
 REGISTRY: dict[str, Encoding] = {
@@ -31,6 +37,9 @@ REGISTRY: dict[str, Encoding] = {
         linear.square_dim, False),
     "few_shot": Encoding(
         few_shot.few_shot_init, few_shot.few_shot_apply, few_shot.few_shot_dim, True),
+    "language": Encoding(
+        language.language_init, language.language_apply, language.language_dim, False,
+        is_sequence=True, vocab_size=language.language_vocab_size),
 }
 
 
@@ -40,6 +49,21 @@ def get(name: str) -> Encoding:
     raise ConfigError(
         "encoding.name", f"unknown encoding {name!r}; allowed: {', '.join(REGISTRY)}")
   return REGISTRY[name]
+
+
+def vocab_size(cfg: ml_collections.ConfigDict, M: int) -> int:
+  """V of the configured sequence encoding; 0 for a vector encoding."""
+  enc = get(cfg.name)
+  return enc.vocab_size(M, cfg) if enc.is_sequence else 0
+
+
+def encode(name: str, params: PyTree, z_BxM: Array, context: Array | None,
+           key: PRNGKey | None = None) -> Array:
+  """phi = apply(params, z, context); the key reaches sequence encodings only (token order)."""
+  enc = get(name)
+  if enc.is_sequence:
+    return enc.apply(params, z_BxM, context, key=key)
+  return enc.apply(params, z_BxM, context)
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -53,17 +77,20 @@ def default_config() -> ml_collections.ConfigDict:
   cfg.inn_layers = 3  # invertible: affine coupling layers.
   cfg.inn_hidden_mult = 2  # invertible: coupling MLP width = inn_hidden_mult * M.
   cfg.inn_init_scale = 0.1  # invertible: weights are N(0, 1) * inn_init_scale.
+  cfg.language_bins = 10  # language: weight word = floor(language_bins * z), as `tokens`.
+  cfg.language_shuffle = True  # language: (module, word) pairs in a random order per draw.
   return cfg
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Raise ConfigError naming the first impossible field of the `encoding` subtree."""
   get(cfg.name)
-  for field in ("num_shots", "num_bins", "inn_layers", "inn_hidden_mult"):
+  for field in ("num_shots", "num_bins", "inn_layers", "inn_hidden_mult", "language_bins"):
     value = cfg[field]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
       raise ConfigError(f"encoding.{field}", f"must be an integer >= 1, got {value!r}")
-  if not isinstance(cfg.keep_zeros, bool):
-    raise ConfigError("encoding.keep_zeros", f"must be a bool, got {cfg.keep_zeros!r}")
+  for field in ("keep_zeros", "language_shuffle"):
+    if not isinstance(cfg[field], bool):
+      raise ConfigError(f"encoding.{field}", f"must be a bool, got {cfg[field]!r}")
   if not cfg.inn_init_scale > 0:
     raise ConfigError("encoding.inn_init_scale", f"must be > 0, got {cfg.inn_init_scale!r}")

@@ -71,12 +71,20 @@ def lr_factor(step: jax.Array, cfg: ml_collections.ConfigDict, num_steps: int) -
 
 
 def dims(cfg: ml_collections.ConfigDict) -> tuple[int, int, int, int]:
-  """(encoding dim, student x dim, output dim, few-shot context size) as static ints."""
+  """(encoding dim, student x dim, output dim, few-shot context size) as static ints.
+
+  For a sequence encoding the encoding dim is its length L (see vocab_size).
+  """
   family = families.get(cfg.task.family)
   enc = encodings.get(cfg.encoding.name)
   ctx = family.context_dim(cfg.task)
   return (enc.dim(cfg.task.num_modules, cfg.encoding, ctx), family.x_dim(cfg.task),
           family.out_dim(cfg.task), ctx)
+
+
+def vocab_size(cfg: ml_collections.ConfigDict) -> int:
+  """V of a sequence encoding (its dims() entry is then the length L); 0 for vector encodings."""
+  return encodings.vocab_size(cfg.encoding, cfg.task.num_modules)
 
 
 def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict) -> RunState:
@@ -91,8 +99,8 @@ def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict) -> R
           rng.stream(key, "split"), hparams["frac_ood"], strategy=cfg.task.support,
           M=cfg.task.num_modules, K=cfg.task.max_hotness, max_retries=cfg.task.max_retries),
   }
-  params = students.get(cfg.student.name).init(
-      rng.stream(key, "student"), enc_dim, x_dim, out_dim, cfg.student)
+  params = students.init_params(cfg.student, rng.stream(key, "student"), enc_dim, x_dim, out_dim,
+                                vocab_size(cfg))
   hparams = {k: jnp.asarray(hparams[k], jnp.float32) for k in HPARAMS}
   opt_state = optimizer(cfg.optim).init(params)
   opt_state.hyperparams["learning_rate"] = hparams["learning_rate"]

@@ -33,23 +33,42 @@ def batch_for_bits(state: RunState, bits_B: jax.Array, key: jax.Array,
   return family.sample_batch(state.task["teacher"], khot, key, cfg.task, num_shots)
 
 
-def predict(params, state: RunState, batch, cfg: ml_collections.ConfigDict):
-  """Student predictions and activations for a batch: student(phi(z), x)."""
+# Stream of a sequence encoding's random token order (see predict).
+ORDER_STREAM = "encoding_order"
+
+
+def predict(params, state: RunState, batch, cfg: ml_collections.ConfigDict,
+            key: jax.Array | None = None):
+  """Student predictions and activations for a batch: student(phi(z), x).
+
+  `key` draws a sequence encoding's token order (vector encodings ignore it); by default it is
+  the ORDER_STREAM of the run key folded with state.step, so evaluation is deterministic.
+  """
   _, _, out_dim, _ = state_lib.dims(cfg)
-  phi = encodings.get(cfg.encoding.name).apply(state.task["encoding"], batch.z, batch.context)
-  return students.get(cfg.student.name).apply(params, phi, batch.x, out_dim, cfg.student)
+  enc = encodings.get(cfg.encoding.name)
+  if enc.is_sequence and key is None:
+    key = rng.step_key(rng.stream(state_lib.run_key(state), ORDER_STREAM), state.step)
+  phi = encodings.encode(cfg.encoding.name, state.task["encoding"], batch.z, batch.context, key)
+  return students.apply_student(cfg.student, params, phi, batch.x, out_dim,
+                                state_lib.vocab_size(cfg))
 
 
-def train_step(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict):
-  """One AdamW step on a fresh batch of training tasks; returns the new state and metrics."""
-  family = families.get(cfg.task.family)
+def train_batch(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict):
+  """The batch of training tasks for the state's current step (from the `train` stream)."""
   key = rng.step_key(rng.stream(state_lib.run_key(state), "train"), state.step)
   split = state.task["split"]
-  batch = draw_batch(state, key, split.train_idx, split.n_train, cfg.train.batch_size, bits_T,
-                     cfg)
+  return draw_batch(state, key, split.train_idx, split.n_train, cfg.train.batch_size, bits_T,
+                    cfg)
+
+
+def update(state: RunState, batch, cfg: ml_collections.ConfigDict):
+  """One AdamW step on `batch`; returns the new state and metrics."""
+  family = families.get(cfg.task.family)
+  # Training's token order comes from the train stream, never from evaluation's default.
+  key_train = rng.step_key(rng.stream(state_lib.run_key(state), "train"), state.step)
 
   def loss_fn(params):
-    pred, _ = predict(params, state, batch, cfg)
+    pred, _ = predict(params, state, batch, cfg, key=rng.stream(key_train, ORDER_STREAM))
     return family.loss(pred, batch)
 
   (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
@@ -63,6 +82,11 @@ def train_step(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDic
   metrics["train/lr"] = opt_state.hyperparams["learning_rate"]
   new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
   return new_state, metrics
+
+
+def train_step(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict):
+  """One step: draw this step's batch on the device, then update."""
+  return update(state, train_batch(state, bits_T, cfg), cfg)
 
 
 def all_finite(tree) -> jax.Array:

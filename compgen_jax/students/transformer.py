@@ -1,0 +1,117 @@
+"""Decoder-only transformer student: pre-LayerNorm blocks, RoPE, causal attention.
+
+Tokens are [encoding tokens, proj(x_1), ..., proj(x_N)]: one projected token for a vector phi(z),
+or one learned embedding per token of a sequence encoding (PAD keys are masked out). Predictions
+and activations are read at the x positions, so x_n sees the task and x_1..x_n only (hyperteacher:
+independent samples, as the paper does; preference: the policy sees the past).
+"""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from compgen_jax.encodings.language import PAD
+
+NEG_INF = -1e9  # finite, so a fully masked row cannot produce NaN
+
+
+def rope(x_BxTxHxK: jax.Array, pos_T: jax.Array, base: float) -> jax.Array:
+  """Rotates feature pairs (k, k + K/2) by pos * base^(-2k/K): <rope(q, m), rope(k, n)> depends
+  on m - n only."""
+  K = x_BxTxHxK.shape[-1]
+  freq_F = base ** (-jnp.arange(K // 2, dtype=jnp.float32) * 2.0 / K)
+  angle_TxF = pos_T.astype(jnp.float32)[:, None] * freq_F[None, :]
+  cos, sin = jnp.cos(angle_TxF)[None, :, None, :], jnp.sin(angle_TxF)[None, :, None, :]
+  x1, x2 = x_BxTxHxK[..., : K // 2], x_BxTxHxK[..., K // 2:]
+  return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+def attention_mask(valid_BxT: jax.Array) -> jax.Array:
+  """[B, T, T] query q may attend key k: k <= q and k valid (or k == q, never an empty row)."""
+  T = valid_BxT.shape[1]
+  causal_TxT = jnp.tril(jnp.ones((T, T), jnp.bool_))
+  self_TxT = jnp.eye(T, dtype=jnp.bool_)
+  return causal_TxT[None] & (valid_BxT[:, None, :] | self_TxT[None])
+
+
+class Block(nn.Module):
+  """h + attn(LN(h)), then h + ffw(LN(h))."""
+  num_heads: int
+  ffw_dim: int
+  rope_base: float
+
+  @nn.compact
+  def __call__(self, h_BxTxD: jax.Array, mask_BxTxT: jax.Array) -> jax.Array:
+    D = h_BxTxD.shape[-1]
+    K = D // self.num_heads
+    pos_T = jnp.arange(h_BxTxD.shape[1])
+    qkv = nn.DenseGeneral((3, self.num_heads, K), name="qkv")(nn.LayerNorm(name="ln_attn")(h_BxTxD))
+    q, k, v = (qkv[:, :, i] for i in range(3))
+    q, k = rope(q, pos_T, self.rope_base), rope(k, pos_T, self.rope_base)
+    logits_BxHxTxT = jnp.einsum("bqhk,bthk->bhqt", q, k) / np.sqrt(K)
+    logits_BxHxTxT = jnp.where(mask_BxTxT[:, None], logits_BxHxTxT, NEG_INF)
+    attn_BxHxTxT = jax.nn.softmax(logits_BxHxTxT, axis=-1)
+    o_BxTxHxK = jnp.einsum("bhqt,bthk->bqhk", attn_BxHxTxT, v)
+    h_BxTxD = h_BxTxD + nn.DenseGeneral(D, axis=(-2, -1), name="out")(o_BxTxHxK)
+    f = nn.Dense(self.ffw_dim, name="ffw_in")(nn.LayerNorm(name="ln_ffw")(h_BxTxD))
+    return h_BxTxD + nn.Dense(D, name="ffw_out")(nn.gelu(f))
+
+
+class Transformer(nn.Module):
+  """Returns predictions [B, N, O] and each block's output at the x positions."""
+  num_layers: int
+  d_model: int
+  num_heads: int
+  ffw_dim: int
+  rope_base: float
+  out_dim: int
+  vocab_size: int  # 0: phi is a vector (one token); else phi is L token ids
+
+  @nn.compact
+  def __call__(self, phi: jax.Array, x_BxNxI: jax.Array):
+    if self.vocab_size:
+      tokens_BxL = phi.astype(jnp.int32)
+      enc_BxLxD = nn.Embed(self.vocab_size, self.d_model, name="enc_embed")(tokens_BxL)
+      enc_valid_BxL = tokens_BxL != PAD
+    else:
+      enc_BxLxD = nn.Dense(self.d_model, name="enc_proj")(phi)[:, None, :]
+      enc_valid_BxL = jnp.ones(enc_BxLxD.shape[:2], jnp.bool_)
+    x_BxNxD = nn.Dense(self.d_model, name="x_proj")(x_BxNxI)
+    h_BxTxD = jnp.concatenate([enc_BxLxD, x_BxNxD], axis=1)
+    valid_BxN = jnp.ones(x_BxNxD.shape[:2], jnp.bool_)
+    mask_BxTxT = attention_mask(jnp.concatenate([enc_valid_BxL, valid_BxN], axis=1))
+    L, acts = enc_BxLxD.shape[1], []
+    for i in range(self.num_layers):
+      h_BxTxD = Block(self.num_heads, self.ffw_dim, self.rope_base, name=f"block_{i}")(
+          h_BxTxD, mask_BxTxT)
+      acts.append(h_BxTxD[:, L:])
+    y_BxNxO = nn.Dense(self.out_dim, name="readout")(nn.LayerNorm(name="ln_final")(acts[-1]))
+    return y_BxNxO, (*acts, y_BxNxO)
+
+
+def _module(cfg: ml_collections.ConfigDict, out_dim: int, vocab_size: int) -> Transformer:
+  return Transformer(num_layers=cfg.num_layers, d_model=cfg.d_model, num_heads=cfg.num_heads,
+                     ffw_dim=cfg.ffw_dim, rope_base=float(cfg.rope_base), out_dim=out_dim,
+                     vocab_size=vocab_size)
+
+
+def init(key: jax.Array, enc_dim: int, x_dim: int, out_dim: int, cfg: ml_collections.ConfigDict,
+         vocab_size: int = 0) -> dict:
+  """Parameters; vocab_size > 0: phi is a sequence of enc_dim token ids (a learned embedding)."""
+  phi = jnp.zeros((1, enc_dim), jnp.float32)
+  x = jnp.zeros((1, 1, x_dim), jnp.float32)
+  return _module(cfg, out_dim, vocab_size).init(key, phi, x)["params"]
+
+
+def apply(params: dict, phi: jax.Array, x_BxNxI: jax.Array, out_dim: int,
+          cfg: ml_collections.ConfigDict) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """Predictions [B, N, O] and {block_i: [B, N, d_model], readout: [B, N, O]} at x positions.
+
+  phi is [B, E] (vector encoding) or [B, L] token ids, as the parameters were made for.
+  """
+  vocab_size = params["enc_embed"]["embedding"].shape[0] if "enc_embed" in params else 0
+  y, acts = _module(cfg, out_dim, vocab_size).apply({"params": params}, phi, x_BxNxI)
+  names = [f"block_{i}" for i in range(cfg.num_layers)] + ["readout"]
+  return y, dict(zip(names, acts, strict=True))
