@@ -1,0 +1,29 @@
+"""The logit-composition operator: log p_b + sum_i lambda_i (log p_i - log p_b), renormalised."""
+
+import jax
+import jax.numpy as jnp
+
+from compgen_jax.types import Array
+
+
+def compose(logp_b_xV: Array, logp_e_Kx_xV: Array, lam_K: Array | None = None,
+            temperature: float | Array = 1.0) -> tuple[Array, Array]:
+  """Composes a background with K experts (log-probabilities over the last axis).
+
+  logp_b_xV: [..., V]; logp_e_Kx_xV: [K, ..., V] (K may be 0); lam_K: weights (default ones).
+  Returns (composed log-probs at `temperature`, log Z_t of the untempered product), where
+  Z_t = sum_v p_b(v) prod_i (p_i(v) / p_b(v))^lambda_i; log Z_t = 0 under exact factorization.
+  """
+  num_experts = logp_e_Kx_xV.shape[0]
+  lam_K = jnp.ones((num_experts,), logp_b_xV.dtype) if lam_K is None else jnp.asarray(lam_K)
+  diff_Kx_xV = logp_e_Kx_xV - logp_b_xV[None]
+  unnorm_xV = logp_b_xV + jnp.einsum("k,k...->...", lam_K.astype(diff_Kx_xV.dtype), diff_Kx_xV)
+  log_z = jax.nn.logsumexp(unnorm_xV, axis=-1)
+  return jax.nn.log_softmax(unnorm_xV / temperature, axis=-1), log_z
+
+
+def compose_logits(logits_b_xV: Array, logits_e_Kx_xV: Array, lam_K: Array | None = None,
+                   temperature: float | Array = 1.0) -> tuple[Array, Array]:
+  """`compose` on raw logits: each model is log-softmaxed first."""
+  return compose(jax.nn.log_softmax(logits_b_xV, axis=-1),
+                 jax.nn.log_softmax(logits_e_Kx_xV, axis=-1), lam_K, temperature)

@@ -1,0 +1,82 @@
+"""Batched, jitted decoding of a composed model: each model keeps its own cache.
+
+Decoding runs over a token buffer [B, T]. Positions where `forced_mask` is set take the forced
+token (a prompt, or the input letters of an interleaved layout); every other position takes the
+composed choice until that sequence has emitted EOS, after which it is padded. The loop is a
+`lax.while_loop` that ends once every sequence is done or the buffer is full.
+"""
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from compgen_jax.composition.compose import compose
+from compgen_jax.composition.lm import Model
+from compgen_jax.types import Array, PRNGKey, PyTree
+
+
+class Decoded(NamedTuple):
+  tokens_BxT: Array     # forced + generated tokens, pad after EOS
+  done_B: Array         # emitted EOS before the buffer ended
+  log_z_BxT: Array      # log Z_t at generated positions (0 elsewhere)
+  generated_BxT: Array  # True where the position was generated (not forced, not padding)
+  num_steps: Array      # loop iterations run (< T - 1 when all sequences stopped early)
+
+
+def decode(models: Sequence[Model], params: Sequence[PyTree], forced_BxT: Array,
+           forced_mask_BxT: Array, lam_K: Array | None = None, temperature: float | Array = 1.0,
+           key: PRNGKey | None = None, *, eos_id: int, pad_id: int, greedy: bool = True) -> Decoded:
+  """Decodes the composition of models[0] (background) with models[1:] (experts).
+
+  With one model this is plain decoding of that model. Greedy takes the composed argmax;
+  otherwise tokens are sampled at `temperature` from `key` (folded in by position).
+  Position 0 must be forced (the first token every model is fed).
+  """
+  batch, max_len = forced_BxT.shape
+  num_experts = len(models) - 1
+  lam_K = jnp.ones((num_experts,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
+  if not greedy and key is None:
+    raise ValueError("sampling needs a key")
+  tokens_BxT = jnp.where(forced_mask_BxT, forced_BxT, pad_id).astype(jnp.int32)
+  caches = tuple(m.init_cache(batch, max_len) for m in models)
+
+  def cond(carry):
+    t, _, _, done_B, _, _ = carry
+    return (t < max_len - 1) & ~jnp.all(done_B)
+
+  def body(carry):
+    t, tokens_BxT, caches, done_B, log_z_BxT, gen_BxT = carry
+    tok_B = jax.lax.dynamic_index_in_dim(tokens_BxT, t, axis=1, keepdims=False)
+    outs = [m.step(p, tok_B, c) for m, p, c in zip(models, params, caches, strict=True)]
+    logp = [jax.nn.log_softmax(logits_BxV.astype(jnp.float32), axis=-1) for logits_BxV, _ in outs]
+    experts_KxBxV = jnp.stack(logp[1:]) if num_experts else jnp.zeros((0,) + logp[0].shape)
+    logp_BxV, log_z_B = compose(logp[0], experts_KxBxV, lam_K, temperature)
+    if greedy:
+      next_B = jnp.argmax(logp_BxV, axis=-1).astype(jnp.int32)
+    else:
+      next_B = jax.random.categorical(jax.random.fold_in(key, t), logp_BxV).astype(jnp.int32)
+    forced_next_B = jax.lax.dynamic_index_in_dim(forced_mask_BxT, t + 1, 1, keepdims=False)
+    forced_tok_B = jax.lax.dynamic_index_in_dim(forced_BxT, t + 1, 1, keepdims=False)
+    generate_B = ~forced_next_B & ~done_B
+    write_B = jnp.where(forced_next_B, forced_tok_B, jnp.where(done_B, pad_id, next_B))
+    tokens_BxT = jax.lax.dynamic_update_index_in_dim(
+        tokens_BxT, write_B.astype(jnp.int32), t + 1, 1)
+    log_z_BxT = jax.lax.dynamic_update_index_in_dim(
+        log_z_BxT, jnp.where(generate_B, log_z_B, 0.0), t + 1, 1)
+    gen_BxT = jax.lax.dynamic_update_index_in_dim(gen_BxT, generate_B, t + 1, 1)
+    done_B = done_B | (generate_B & (next_B == eos_id))
+    return t + 1, tokens_BxT, tuple(c for _, c in outs), done_B, log_z_BxT, gen_BxT
+
+  init = (jnp.zeros((), jnp.int32), tokens_BxT, caches, jnp.zeros((batch,), bool),
+          jnp.zeros((batch, max_len), jnp.float32), jnp.zeros((batch, max_len), bool))
+  t, tokens_BxT, _, done_B, log_z_BxT, gen_BxT = jax.lax.while_loop(cond, body, init)
+  return Decoded(tokens_BxT, done_B, log_z_BxT, gen_BxT, t)
+
+
+def teacher_forced_logps(models: Sequence[Model], params: Sequence[PyTree],
+                         tokens_BxT: Array) -> Array:
+  """Each model's next-token log-probs on given sequences: [num_models, B, T, V]."""
+  return jnp.stack([jax.nn.log_softmax(m.forward(p, tokens_BxT).astype(jnp.float32), axis=-1)
+                    for m, p in zip(models, params, strict=True)])

@@ -1,0 +1,119 @@
+"""Held-out test sets and the jitted, seed-vmapped evaluation passes the experiments share.
+
+A test set has N = its longest string's length letter slots (shorter strings are padded), so a
+model combination compiles once per test-set shape.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compgen_jax import rng
+from compgen_jax.composition import compose as compose_lib
+from compgen_jax.composition import decode as decode_lib
+from compgen_jax.composition import diagnostics, letters
+from compgen_jax.types import Array
+
+
+def test_inputs(cfg, seed_keys_S: Array, lengths: list[int], per_len: int,
+                name: str) -> tuple[Array, Array]:
+  """Held-out strings (x_SxBxN, len_SxB), B = len(lengths) * per_len, N = max(lengths), from
+  stream 'test/name'."""
+  len_B = jnp.repeat(jnp.asarray(lengths, jnp.int32), per_len)
+  x_SxBxN = jax.vmap(lambda k: letters.sample_inputs(rng.stream(k, f"test/{name}"), len(len_B),
+                                                     max(lengths)))(seed_keys_S)
+  return x_SxBxN, jnp.broadcast_to(len_B, x_SxBxN.shape[:2])
+
+
+def references(x_SxBxN: Array, len_SxB: Array, table_V, layout: str):
+  """Ground-truth sequences (tokens, forced_mask, target_mask), each [S, B, T]."""
+  y_SxBxN = jnp.take(jnp.asarray(table_V), x_SxBxN)
+  return jax.vmap(lambda x, n, y: letters.build(x, n, y, layout))(x_SxBxN, len_SxB, y_SxBxN)
+
+
+@functools.cache
+def _decoder(models: tuple, greedy: bool):
+  fn = functools.partial(decode_lib.decode, models, eos_id=letters.EOS, pad_id=letters.PAD,
+                         greedy=greedy)
+  return jax.jit(jax.vmap(lambda p, f, m, lam, temp, key: fn(p, f, m, lam, temp, key),
+                          in_axes=(0, 0, 0, None, None, 0)))
+
+
+def _chunks(size: int, batch: int):
+  return [(i, min(i + batch, size)) for i in range(0, size, batch)]
+
+
+def _pad_to(a: Array, size: int, axis: int = 1) -> Array:
+  pad = size - a.shape[axis]
+  if pad == 0:
+    return a
+  reps = jnp.take(a, jnp.zeros((pad,), jnp.int32), axis=axis)
+  return jnp.concatenate([a, reps], axis=axis)
+
+
+def decode_all(cfg, models: tuple, params: tuple, forced_SxBxT: Array, mask_SxBxT: Array,
+               lam_K=None, seed_keys_S: Array | None = None) -> np.ndarray:
+  """Decoded tokens [S, B, T] of the composition, in chunks of compose.eval_batch strings."""
+  lam_K = jnp.ones((len(models) - 1,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
+  s, b, _ = forced_SxBxT.shape
+  keys = (jax.vmap(lambda k: rng.stream(k, "decode"))(seed_keys_S) if seed_keys_S is not None
+          else jax.vmap(jax.random.key)(jnp.arange(s)))
+  fn, batch = _decoder(tuple(models), bool(cfg.compose.greedy)), min(cfg.compose.eval_batch, b)
+  out = []
+  for lo, hi in _chunks(b, batch):
+    dec = fn(tuple(params), _pad_to(forced_SxBxT[:, lo:hi], batch),
+             _pad_to(mask_SxBxT[:, lo:hi], batch), lam_K,
+             jnp.float32(cfg.compose.temperature), keys)
+    out.append(np.asarray(dec.tokens_BxT)[:, :hi - lo])
+  return np.concatenate(out, axis=1)
+
+
+def exact_match(cfg, models: tuple, params: tuple, x_SxBxN, len_SxB, table_V, lam_K=None,
+                seed_keys_S=None) -> tuple[np.ndarray, np.ndarray]:
+  """(exact match [S, B] against `table_V` applied to the input, decoded tokens [S, B, T])."""
+  ref, forced, _ = references(x_SxBxN, len_SxB, table_V, cfg.data.layout)
+  tokens = decode_all(cfg, models, params, ref, forced, lam_K, seed_keys_S)
+  return np.all(tokens == np.asarray(ref), axis=-1).astype(np.float32), tokens
+
+
+@functools.cache
+def _diagnoser(models: tuple, kl_threshold: float):
+  def one_seed(params, tokens_BxT, valid_BxT, lam_K):
+    logp_MxBxTxV = decode_lib.teacher_forced_logps(models, params, tokens_BxT)
+    out = diagnostics.diagnose(logp_MxBxTxV[0], logp_MxBxTxV[1:], valid_BxT, lam_K, kl_threshold)
+    out = {k: v for k, v in out.items() if not k.endswith("BxT")}
+    logp_c_BxTxV, _ = compose_lib.compose(logp_MxBxTxV[0], logp_MxBxTxV[1:], lam_K)
+    # next-token log-probs at position t score token t + 1: shift the target mask by one.
+    is_eos_BxT = jnp.concatenate([tokens_BxT[:, 1:] == letters.EOS,
+                                  jnp.zeros_like(tokens_BxT[:, :1], bool)], axis=1) & valid_BxT
+    p_eos_BxT = jnp.exp(logp_c_BxTxV[..., letters.EOS])
+    out["p_eos_at_eos"] = jnp.sum(p_eos_BxT * is_eos_BxT) / jnp.maximum(is_eos_BxT.sum(), 1)
+    out["max_p_eos_elsewhere"] = jnp.max(jnp.where(valid_BxT & ~is_eos_BxT, p_eos_BxT, 0.0))
+    return out
+  return jax.jit(jax.vmap(one_seed, in_axes=(0, 0, 0, None)))
+
+
+def diagnose(cfg, models: tuple, params: tuple, tokens_SxBxT, lam_K=None) -> dict:
+  """Diagnostics (see diagnostics.diagnose) per seed on the first eval_batch sequences.
+
+  Scored steps are the ones that predict a generated token (output letters and EOS).
+  """
+  tokens = jnp.asarray(tokens_SxBxT)[:, :cfg.compose.eval_batch]
+  lam_K = jnp.ones((len(models) - 1,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
+  valid = _predicts_output(tokens, cfg.data.layout)
+  return jax.device_get(_diagnoser(tuple(models), float(cfg.compose.kl_threshold))(
+      tuple(params), tokens, valid, lam_K))
+
+
+def _predicts_output(tokens_SxBxT: Array, layout: str) -> Array:
+  """Steps t whose next token (t + 1) is generated, recovered from the token layout."""
+  nxt = tokens_SxBxT[..., 1:]
+  pos = jnp.arange(1, tokens_SxBxT.shape[-1]).reshape((1,) * (nxt.ndim - 1) + (-1,))
+  if layout == "aligned":  # generated tokens sit at even positions (y) or follow SEP (EOS)
+    gen = (pos % 2 == 0) & (nxt != letters.PAD)
+  else:  # everything after SEP
+    after_sep = jnp.cumsum(tokens_SxBxT == letters.SEP, axis=-1)[..., :-1] > 0
+    gen = after_sep & (nxt != letters.PAD)
+  return jnp.concatenate([gen, jnp.zeros_like(gen[..., :1])], axis=-1)

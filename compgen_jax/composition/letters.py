@@ -1,0 +1,116 @@
+"""The letter-substitution task: vocabulary, substitution tables, sequence layouts, scoring.
+
+Inputs are strings over 26 capital letters and space. A task is a set of substitution tables
+(one table: a deterministic map; several: a mixture, one table drawn per example). Task names:
+  "identity"         copy the input
+  "A>B"              substitute one letter
+  "A>B+C>D"          both substitutions at once (joint)
+  "A>B|C>D"          a mixture of the two single-substitution tasks
+Layouts put input x and output y in one causal sequence (T = 2 * max_len + 3):
+  aligned  BOS x1 y1 x2 y2 ... xn yn SEP EOS  (y_t is predicted right after seeing x_t)
+  concat   BOS x1 .. xn SEP y1 .. yn EOS      (standard input-then-output)
+"""
+
+import string
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compgen_jax.types import Array, PRNGKey
+
+LETTERS = string.ascii_uppercase
+SYMBOLS = LETTERS + " "          # the input alphabet, ids 0..26
+BOS, SEP, EOS, PAD = 27, 28, 29, 30
+VOCAB_SIZE = 31
+LAYOUTS = ("aligned", "concat")
+
+
+def parse_sub(sub: str) -> tuple[int, int]:
+  """'A>B' -> (0, 1); ValueError naming the allowed letters otherwise."""
+  parts = sub.strip().split(">")
+  if len(parts) != 2 or any(len(p) != 1 or p not in LETTERS for p in parts):
+    raise ValueError(f"substitution {sub!r} is not 'X>Y' with X, Y in {LETTERS}")
+  return LETTERS.index(parts[0]), LETTERS.index(parts[1])
+
+
+def parse_subs(text: str) -> list[str]:
+  """'A>B, C>D' -> ['A>B', 'C>D'] (each validated)."""
+  subs = [s.strip() for s in text.split(",") if s.strip()]
+  for s in subs:
+    parse_sub(s)
+  return subs
+
+
+def table(subs: list[str]) -> np.ndarray:
+  """The map over the vocabulary applying all `subs` at once (specials map to themselves)."""
+  t = np.arange(VOCAB_SIZE, dtype=np.int32)
+  for s in subs:
+    src, dst = parse_sub(s)
+    t[src] = dst
+  return t
+
+
+def task_tables(name: str) -> np.ndarray:
+  """[P, V] tables of a task name (see module docstring)."""
+  if name == "identity":
+    return table([])[None]
+  return np.stack([table(comp.split("+")) for comp in name.split("|")])
+
+
+def joint_name(subs: list[str]) -> str:
+  return "+".join(subs)
+
+
+def mixture_name(subs: list[str]) -> str:
+  return "|".join(subs)
+
+
+def sample_inputs(key: PRNGKey, num: int, max_len: int) -> Array:
+  """Uniform strings over SYMBOLS: [num, max_len] int32."""
+  return jax.random.randint(key, (num, max_len), 0, len(SYMBOLS), dtype=jnp.int32)
+
+
+def build(x_BxN: Array, len_B: Array, y_BxN: Array, layout: str) -> tuple[Array, Array, Array]:
+  """Sequences (tokens_BxT, forced_mask_BxT, target_mask_BxT) with T = 2 * N + 3.
+
+  Positions >= the sequence's own length hold PAD; target positions are the generated ones
+  (y and the final EOS), forced positions are everything the decoder is fed as given.
+  """
+  n = x_BxN.shape[1]
+  p_T = jnp.arange(2 * n + 3)
+  pos, ln = p_T[None, :], len_B[:, None]
+  take = lambda a, i: jnp.take_along_axis(a, jnp.clip(i, 0, n - 1), axis=1)
+  if layout == "aligned":
+    is_x, is_y = (pos % 2 == 1) & (pos < 2 * ln), (pos % 2 == 0) & (pos >= 2) & (pos <= 2 * ln)
+    x_part, y_part = take(x_BxN, (pos - 1) // 2), take(y_BxN, (pos - 2) // 2)
+  elif layout == "concat":
+    is_x, is_y = (pos >= 1) & (pos <= ln), (pos >= ln + 2) & (pos <= 2 * ln + 1)
+    x_part, y_part = take(x_BxN, pos - 1), take(y_BxN, pos - ln - 2)
+  else:
+    raise ValueError(f"layout {layout!r} not in {LAYOUTS}")
+  sep_pos = 2 * ln + 1 if layout == "aligned" else ln + 1
+  is_sep, is_eos, is_bos = pos == sep_pos, pos == 2 * ln + 2, pos == 0
+  tokens = jnp.where(is_x, x_part, jnp.where(is_y, y_part, PAD))
+  tokens = jnp.where(is_bos, BOS, jnp.where(is_sep, SEP, jnp.where(is_eos, EOS, tokens)))
+  forced = is_bos | is_x | is_sep
+  if layout == "concat":  # the whole prompt BOS x SEP is forced
+    forced = pos <= sep_pos
+  target = is_y | is_eos
+  return tokens.astype(jnp.int32), forced, target
+
+
+def apply_table(table_V: Array, x_BxN: Array) -> Array:
+  return jnp.take(table_V, x_BxN)
+
+
+def exact_match(decoded_BxT: Array, reference_BxT: Array) -> Array:
+  """1.0 where the whole decoded sequence (output and EOS, pad after) equals the reference."""
+  return jnp.all(decoded_BxT == reference_BxT, axis=1).astype(jnp.float32)
+
+
+def to_text(tokens: np.ndarray) -> str:
+  """Readable form of one token row (specials as <s> | </s>, pad dropped)."""
+  names = {BOS: "<s>", SEP: "|", EOS: "</s>", PAD: ""}
+  return "".join(names.get(int(t), SYMBOLS[int(t)] if int(t) < len(SYMBOLS) else "?")
+                 for t in tokens)

@@ -1,0 +1,87 @@
+"""Letter-substitution logit-composition experiments (paper 2, toy experiment + checks).
+
+  python experiments/compose.py --config=configs/letters.py:quick --workdir=/tmp/letters_quick
+  python experiments/compose.py --config=configs/letters.py:paper --workdir=workdirs/letters \
+      --config.num_seeds=5 --config.experiments=substitution,baselines
+
+Presets: `paper` (the paper's 2 layers / width 64 / 2 heads, 2000 training pairs; GPU-sized
+evaluation), `quick` (a 2-core CPU in under 15 minutes), `tiny` (seconds; tests).
+"""
+
+import ml_collections
+
+PRESETS = ("paper", "quick", "tiny")
+EXPERIMENTS = ("substitution", "length", "baselines", "background", "k_experts", "violations",
+               "arithmetic")
+
+
+def _train(steps, batch_size, lr, chunk_steps, warmup_steps):
+  return ml_collections.ConfigDict(dict(
+      steps=steps, batch_size=batch_size, lr=lr, chunk_steps=chunk_steps,
+      warmup_steps=warmup_steps, weight_decay=0.01, grad_clip=1.0, final_lr_fraction=0.1))
+
+
+def base() -> ml_collections.ConfigDict:
+  cfg = ml_collections.ConfigDict()
+  cfg.preset = ""
+  cfg.seed = 0
+  cfg.num_seeds = 3
+  cfg.experiments = ",".join(EXPERIMENTS)  # comma-separated subset of EXPERIMENTS
+  cfg.progress_bar = True
+  cfg.model = ml_collections.ConfigDict(dict(
+      width=64, num_layers=2, num_heads=2, mlp_ratio=4,
+      positions="rotary",  # rotary | learned | none
+      max_len=128,         # learned positions only: the positional limit (tokens)
+      tie_head=False))     # untied so the head alone can be fine-tuned (arithmetic)
+  cfg.data = ml_collections.ConfigDict(dict(
+      layout="aligned",     # aligned (y_t right after x_t) | concat (input then output)
+      train_len=16, train_min_len=16,
+      num_train=2000,       # fixed training strings per run; 0 = fresh strings every step
+      test_size=1000,       # held-out strings at train_len, per seed
+      length_max=32,        # length table: lengths 1..length_max
+      length_per_len=200))  # held-out strings per length
+  cfg.train = _train(steps=2000, batch_size=32, lr=3e-4, chunk_steps=200, warmup_steps=100)
+  cfg.finetune = _train(steps=400, batch_size=32, lr=1e-3, chunk_steps=200, warmup_steps=20)
+  cfg.finetune.regimes = "head,top1,top2,all"  # from frozen features to full fine-tuning
+  cfg.compose = ml_collections.ConfigDict(dict(
+      pairs="A>B,C>D;A>K,M>B",  # ';'-separated expert pairs, each 'X>Y,X>Y'
+      lambdas="",               # ','-separated weights, one per expert of a pair; '' = all 1
+      temperature=1.0, greedy=True,
+      ta_lambdas="0.5,1.0",     # task-arithmetic scales for the baselines
+      k_experts="A>B,C>D,E>F,G>H,I>J,K>L,M>N,O>P", k_max=8,
+      overlap="A>K,A>B", chain="A>K,K>Z",
+      kl_threshold=0.1,         # an expert is active at a step when KL(p_i||p_b) exceeds this
+      overlap_tol=0.0,          # flag: fraction of steps where two experts are both active
+      ortho_cos_tol=0.1,        # flag: |cos| between mean differences (mu_i - mu_b)
+      eval_batch=1000))         # decode this many strings per call
+  return cfg
+
+
+def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
+  """`preset` in PRESETS; every field can then be overridden with --config.a.b=value."""
+  if preset not in PRESETS:
+    raise ValueError(f"config field 'preset': unknown preset {preset!r}; allowed: {PRESETS}")
+  cfg = base()
+  cfg.preset = preset
+  if preset == "paper":
+    cfg.num_seeds = 5
+    cfg.data.length_per_len = 500
+    cfg.data.test_size = 2000
+    cfg.compose.eval_batch = 4000
+  elif preset == "quick":
+    cfg.model.update(dict(width=32, mlp_ratio=2))
+    cfg.train = _train(steps=150, batch_size=32, lr=3e-3, chunk_steps=50, warmup_steps=20)
+    cfg.finetune.update(dict(steps=100, chunk_steps=50, lr=3e-3))
+    cfg.data.length_per_len = 32
+  elif preset == "tiny":
+    cfg.num_seeds = 2
+    cfg.progress_bar = False
+    cfg.model.update(dict(width=16, num_layers=1, num_heads=1, mlp_ratio=2))
+    cfg.finetune.regimes = "head,all"
+    cfg.data.update(dict(train_len=6, train_min_len=6, num_train=0, test_size=64,
+                         length_max=8, length_per_len=8))
+    cfg.train = _train(steps=150, batch_size=32, lr=1e-2, chunk_steps=75, warmup_steps=10)
+    cfg.finetune.update(dict(steps=50, chunk_steps=50, lr=1e-2))
+    cfg.compose.update(dict(pairs="A>B,C>D", k_experts="A>B,C>D,E>F", k_max=3, eval_batch=64))
+  cfg.lock()
+  return cfg

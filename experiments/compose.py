@@ -1,0 +1,35 @@
+"""Logit composition of letter-substitution LMs: trains the models, runs the experiments.
+
+  python experiments/compose.py --config=configs/letters.py:quick --workdir=/tmp/letters_quick
+  python experiments/compose.py --config=configs/letters.py:tiny --workdir=/tmp/letters_tiny \
+      --config.experiments=substitution,baselines
+
+Each experiment writes <workdir>/<name>/results.jsonl and plot.png; training metrics go to
+<workdir>/metrics.jsonl and trained models to <workdir>/checkpoints (restored on a rerun).
+"""
+
+import sys
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from compgen_jax.composition import runner
+from compgen_jax.types import ConfigError
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "configs/letters.py:<preset>",
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "where tables, plots and checkpoints go")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
+  try:
+    runner.run(_CONFIG.value, _WORKDIR.value)
+  except ConfigError as e:
+    sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+  app.run(main)
