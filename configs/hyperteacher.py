@@ -13,31 +13,14 @@ seeds; all runs are one compiled program.
 
 import ml_collections
 
-from compgen_jax.encodings import registry as encodings
-from compgen_jax.evaluation import probes
-from compgen_jax.students import registry as students
-from compgen_jax.tasks import hyperteacher
+from compgen_jax.training import config as training_config
 
 PRESETS = ("paper", "quick", "tiny")
 
 
 def base() -> ml_collections.ConfigDict:
-  cfg = ml_collections.ConfigDict()
-  cfg.seed = 0
-  cfg.num_seeds = 3
-  cfg.task = hyperteacher.default_config()
-  cfg.encoding = encodings.default_config()
-  cfg.student = students.default_config()  # name: mlp | transformer | hypernetwork
-  cfg.optim = ml_collections.ConfigDict(dict(
-      learning_rate=3e-4, weight_decay=3e-3, b1=0.9, b2=0.999, schedule="constant",
-      warmup_steps=1000, end_factor=0.0))
-  cfg.train = ml_collections.ConfigDict(dict(
-      num_steps=100_000, batch_size=128, chunk_size=500, eval_every=5000,
-      checkpoint_every=10_000, max_checkpoints=3, eval_tasks=1024, evaluators=("id", "ood"),
-      progress=True))
-  cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))
-  cfg.probe = probes.default_config()  # ridge probes + ood_hotness / r2_quantiles settings
-  return cfg
+  """The paper's hyperteacher setting (the shared training config's defaults)."""
+  return training_config.base_config()
 
 
 def get_config(preset: str = "quick") -> ml_collections.ConfigDict:

@@ -8,28 +8,17 @@ Presets: paper (the paper's setting, for a GPU), quick (2 CPU cores, < 10 minute
 Every encoding except few_shot applies (few-shot is not defined for this family).
 """
 
-import importlib.util
-import os
-
 import ml_collections
 
 from compgen_jax.tasks import preference
+from compgen_jax.training import config as training_config
 
 PRESETS = ("paper", "quick", "tiny")
 
 
-def _hyperteacher_base() -> ml_collections.ConfigDict:
-  # configs/ is not a package: load the sibling file by path.
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hyperteacher.py")
-  spec = importlib.util.spec_from_file_location("_hyperteacher_config", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.base()
-
-
 def base() -> ml_collections.ConfigDict:
   """The paper's preference setting: MLP 2x1024, AdamW lr 1e-4, wd 1e-3, 3M steps."""
-  cfg = _hyperteacher_base()
+  cfg = training_config.base_config()
   cfg.task = preference.default_config()
   cfg.student.depth = 2
   cfg.optim.update(learning_rate=1e-4, weight_decay=1e-3)

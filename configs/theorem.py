@@ -11,27 +11,17 @@ SGD comparison), tiny (seconds, for tests). `hyperteacher` is a full training co
 comparison, whose student widths are set to the constructed network's (2*I*H*N + H, H).
 """
 
-import importlib.util
-import os
-
 import ml_collections
 
+from compgen_jax.training import config as training_config
+
 PRESETS = ("paper", "quick", "tiny")
-
-
-def _hyperteacher_base() -> ml_collections.ConfigDict:
-  # Loaded by path: config files are run as scripts, so `configs` is not necessarily importable.
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hyperteacher.py")
-  spec = importlib.util.spec_from_file_location("_hyperteacher_config", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.base()
 
 
 def base() -> ml_collections.ConfigDict:
   cfg = ml_collections.ConfigDict()
   cfg.seed = 0
-  cfg.hyperteacher = _hyperteacher_base()
+  cfg.hyperteacher = training_config.base_config()
   cfg.hyperteacher.task.update(num_modules=8, max_hotness=2, input_dim=4, hidden_dim=4,
                                output_dim=4)
   cfg.hyperteacher.num_seeds = 2

@@ -8,13 +8,11 @@ Each experiment writes <workdir>/<name>/results.jsonl and plot.png; training met
 <workdir>/metrics.jsonl and trained models to <workdir>/checkpoints (restored on a rerun).
 """
 
-import sys
-
-from absl import app, flags, logging
+from absl import app, flags
 from ml_collections import config_flags
 
+from compgen_jax import cli
 from compgen_jax.composition import runner
-from compgen_jax.types import ConfigError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "configs/letters.py:<preset>",
                                           lock_config=True)
@@ -24,11 +22,9 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
-  try:
+  cli.quiet_logging()
+  with cli.user_errors():
     runner.run(_CONFIG.value, _WORKDIR.value)
-  except ConfigError as e:
-    sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":

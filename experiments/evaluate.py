@@ -7,13 +7,11 @@
 Training artifacts are never modified. Exit status 2 with a message on a bad workdir or checkpoint.
 """
 
-import sys
-
 from absl import app, flags
 
+from compgen_jax import cli
 from compgen_jax.analysis import report
 from compgen_jax.evaluation import standalone
-from compgen_jax.types import CheckpointError, ConfigError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -26,12 +24,10 @@ _SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 
 def main(argv):
   del argv
-  try:
+  cli.quiet_logging()
+  with cli.user_errors():
     rows = standalone.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
                                        _EVALUATORS.value or None)
-  except (ConfigError, CheckpointError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
   print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
                                               for r in rows]))

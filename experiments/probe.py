@@ -7,13 +7,11 @@ Ridge (intercept, lambdas from config.probe) fitted on half of the probe's ID ta
 other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad input.
 """
 
-import sys
-
 from absl import app, flags
 
+from compgen_jax import cli
 from compgen_jax.analysis import report
 from compgen_jax.evaluation import standalone
-from compgen_jax.types import CheckpointError, ConfigError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -23,11 +21,9 @@ flags.mark_flags_as_required(["workdir"])
 
 def main(argv):
   del argv
-  try:
+  cli.quiet_logging()
+  with cli.user_errors():
     rows = standalone.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
-  except (ConfigError, CheckpointError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   print(report.table(*standalone.probe_table(rows)))
   print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{standalone.PROBE_FILE}")
 

@@ -8,12 +8,11 @@ scatter PNG into --out.
 """
 
 import glob
-import sys
 
 from absl import app, flags
 
+from compgen_jax import cli
 from compgen_jax.analysis import correlation
-from compgen_jax.types import ConfigError
 
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "Workdirs (glob patterns allowed).")
 _OUT = flags.DEFINE_string("out", None, "Directory for the table and the scatter plot.")
@@ -24,11 +23,8 @@ flags.mark_flags_as_required(["workdirs", "out"])
 def main(argv):
   del argv
   workdirs = [p for pattern in _WORKDIRS.value for p in (sorted(glob.glob(pattern)) or [pattern])]
-  try:
+  with cli.user_errors():
     print(correlation.write_report(workdirs, _OUT.value, _LAM.value))
-  except ConfigError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
 
 
 if __name__ == "__main__":

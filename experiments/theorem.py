@@ -4,13 +4,12 @@
 """
 
 import json
-import sys
 
 from absl import app, flags
 from ml_collections import config_flags
 
+from compgen_jax import cli
 from compgen_jax.theory import experiment
-from compgen_jax.types import ConfigError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
                                           "configs/theorem.py:quick.", lock_config=True)
@@ -21,11 +20,9 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
   del argv
-  try:
+  cli.quiet_logging()
+  with cli.user_errors():
     summary = experiment.run(_CONFIG.value, _WORKDIR.value)
-  except ConfigError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   print(json.dumps(summary, indent=1))
 
 

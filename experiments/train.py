@@ -3,14 +3,12 @@
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
 """
 
-import sys
-
-from absl import app, flags, logging
+from absl import app, flags
 from ml_collections import config_flags
 
+from compgen_jax import cli
 from compgen_jax.analysis import report
 from compgen_jax.training import loop
-from compgen_jax.types import CheckpointError, ConfigError, NonFiniteError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
                                           "configs/hyperteacher.py:quick.", lock_config=True)
@@ -21,13 +19,9 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
   del argv
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  try:
+  cli.quiet_logging()
+  with cli.user_errors():
     rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  except (ConfigError, CheckpointError, NonFiniteError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   print(report.final_table(rows, _WORKDIR.value))
 
 

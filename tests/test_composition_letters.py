@@ -12,24 +12,12 @@ import pytest
 from compgen_jax import checkpointing, workdir
 from compgen_jax.composition import runner, suite
 from compgen_jax.types import ConfigError
+from tests.helpers import REPO, load_config
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "configs"))
-import letters as letters_config  # noqa: E402
-
-
 def _cfg(**overrides):
-  cfg = letters_config.get_config("tiny")
-  with cfg.unlocked():
-    for path, value in overrides.items():
-      node = cfg
-      *parents, leaf = path.split(".")
-      for p in parents:
-        node = node[p]
-      node[leaf] = value
-  return cfg
+  return load_config("letters", "tiny", **overrides)
 
 
 @pytest.mark.parametrize("overrides,field", [
@@ -51,12 +39,12 @@ def test_bad_config_is_refused_naming_the_field(overrides, field):
 
 def test_unknown_preset_and_binary_exit_code(tmp_path):
   with pytest.raises(ValueError, match="preset"):
-    letters_config.get_config("huge")
+    load_config("letters", "huge")
   proc = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "experiments", "compose.py"),
-       "--config=" + os.path.join(ROOT, "configs", "letters.py") + ":tiny",
+      [sys.executable, os.path.join(REPO, "experiments", "compose.py"),
+       "--config=" + os.path.join(REPO, "configs", "letters.py") + ":tiny",
        "--config.compose.pairs=A>B,C>%", f"--workdir={tmp_path}"],
-      capture_output=True, text=True, cwd=ROOT, timeout=120)
+      capture_output=True, text=True, cwd=REPO, timeout=120)
   assert proc.returncode != 0
   assert "compose.pairs" in proc.stderr and "ABCDEFGHIJKLMNOPQRSTUVWXYZ" in proc.stderr
   assert not os.listdir(tmp_path)  # refused before anything was written

@@ -1,0 +1,32 @@
+"""The training config every experiment config starts from (paper defaults, hyperteacher task).
+
+Config files in configs/ call `base_config()` and override what their preset changes; a task family
+other than the hyperteacher replaces the `task` subtree.
+"""
+
+import ml_collections
+
+from compgen_jax.encodings import registry as encodings
+from compgen_jax.evaluation import probes
+from compgen_jax.students import registry as students
+from compgen_jax.tasks import hyperteacher
+
+
+def base_config() -> ml_collections.ConfigDict:
+  """seed, num_seeds, task, encoding, student, optim, train, sweep and probe sections."""
+  cfg = ml_collections.ConfigDict()
+  cfg.seed = 0
+  cfg.num_seeds = 3
+  cfg.task = hyperteacher.default_config()
+  cfg.encoding = encodings.default_config()
+  cfg.student = students.default_config()  # name: mlp | transformer | hypernetwork
+  cfg.optim = ml_collections.ConfigDict(dict(
+      learning_rate=3e-4, weight_decay=3e-3, b1=0.9, b2=0.999, schedule="constant",
+      warmup_steps=1000, end_factor=0.0))
+  cfg.train = ml_collections.ConfigDict(dict(
+      num_steps=100_000, batch_size=128, chunk_size=500, eval_every=5000,
+      checkpoint_every=10_000, max_checkpoints=3, eval_tasks=1024, evaluators=("id", "ood"),
+      progress=True))
+  cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))
+  cfg.probe = probes.default_config()  # ridge probes + ood_hotness / r2_quantiles settings
+  return cfg
