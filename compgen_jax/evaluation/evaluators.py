@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import ml_collections
 
 from compgen_jax import rng
-from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import probes
 from compgen_jax.tasks import registry as families
 from compgen_jax.training import losses
@@ -92,7 +91,6 @@ def evaluate_ood_hotness(state, bits_T, cfg) -> dict:
   """OOD metrics by number of active modules h: held-out tasks (h <= K), any subset (h > K)."""
   key = rng.stream(state_lib.run_key(state), "ood_hotness")
   split, B = state.task["split"], cfg.train.eval_tasks
-  num_shots = cfg.encoding.num_shots if encodings.get(cfg.encoding.name).needs_context else 0
   out = {}
   for h in hotness_levels(cfg):
     key_tasks, key_data = jax.random.split(jax.random.fold_in(key, h))
@@ -101,8 +99,7 @@ def evaluate_ood_hotness(state, bits_T, cfg) -> dict:
       batch = step_lib.batch_for_bits(state, bits_T[idx_B], key_data, cfg)
     else:  # more modules than any training task: every such subset is unseen
       khot_BxM = random_khot(key_tasks, B, cfg.task.num_modules, h)
-      batch = families.get(cfg.task.family).sample_batch(
-          state.task["teacher"], khot_BxM, key_data, cfg.task, num_shots)
+      batch = step_lib.batch_for_khot(state, khot_BxM, key_data, cfg)
       count = jnp.asarray(B)
     out.update({f"ood_h{h}/{k}": v for k, v in _metrics(state, batch, count, cfg).items()})
   return out

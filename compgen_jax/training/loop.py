@@ -82,12 +82,11 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
   evaluate = _make_evaluate(cfg)
   mngr = checkpointing.manager(os.path.join(workdir, CHECKPOINT_DIR),
                                max_to_keep=cfg.train.max_checkpoints)
-  info = [{k: v for k, v in run.items()} for run in grid]
   bar = metric_writer.progress_bar(cfg.train.num_steps, step, disable=not cfg.train.progress)
   last_eval = None
   while step < end:
     state, metrics, finite = chunk(state, bits_T)
-    rows = metric_writer.stacked_rows(jax.tree.map(lambda a: a.T, metrics), step + 1, info)
+    rows = metric_writer.stacked_rows(jax.tree.map(lambda a: a.T, metrics), step + 1, grid)
     step += cfg.train.chunk_size
     finite = np.asarray(finite)
     if finite.all() and (step % cfg.train.eval_every == 0 or step == cfg.train.num_steps):

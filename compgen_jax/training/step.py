@@ -27,10 +27,17 @@ def draw_batch(state: RunState, key: jax.Array, idx_T: jax.Array, n: jax.Array, 
 def batch_for_bits(state: RunState, bits_B: jax.Array, key: jax.Array,
                    cfg: ml_collections.ConfigDict):
   """Data of the tasks given as module bitmasks (also used for subsets outside the table)."""
+  return batch_for_khot(state, hyperteacher.khot_from_bits(bits_B, cfg.task.num_modules), key,
+                        cfg)
+
+
+def batch_for_khot(state: RunState, khot_BxM: jax.Array, key: jax.Array,
+                   cfg: ml_collections.ConfigDict):
+  """Data of the tasks given as k-hot rows [B, M], with few-shot context when the encoding
+  needs it."""
   family = families.get(cfg.task.family)
   num_shots = cfg.encoding.num_shots if encodings.get(cfg.encoding.name).needs_context else 0
-  khot = hyperteacher.khot_from_bits(bits_B, cfg.task.num_modules)
-  return family.sample_batch(state.task["teacher"], khot, key, cfg.task, num_shots)
+  return family.sample_batch(state.task["teacher"], khot_BxM, key, cfg.task, num_shots)
 
 
 # Stream of a sequence encoding's random token order (see predict).
