@@ -1,9 +1,11 @@
 """What every absl binary shares: user errors become one line and exit status 2."""
 
 import contextlib
+import importlib.util
+import os
 import sys
 
-from absl import flags, logging
+from absl import app, flags, logging
 
 from compgen_jax.types import CheckpointError, ConfigError, NonFiniteError
 
@@ -24,3 +26,53 @@ def quiet_logging() -> None:
   """WARNING unless --verbosity was given: orbax logs every save at INFO."""
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
+
+
+def load_config_file(spec: str):
+  """`path.py[:arg]` -> that file's get_config(arg), as ml_collections' config flag loads it."""
+  path, _, arg = spec.partition(":")
+  module_spec = importlib.util.spec_from_file_location(
+      os.path.splitext(os.path.basename(path))[0], path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(arg) if arg else module.get_config()
+
+
+def unknown_override(argv: list[str], flag: str = "config") -> str | None:
+  """The message naming the first `--config.a.b=...` whose key the config does not have."""
+  spec = next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{flag}=")), None)
+  if spec is None:
+    return None
+  try:
+    cfg = load_config_file(spec)
+  except Exception:  # noqa: BLE001 - the config file's own error is reported by absl instead.
+    return None
+  for arg in argv:
+    if not arg.startswith(f"--{flag}."):
+      continue
+    path = arg[len(flag) + 3:].split("=", 1)[0].split(".")
+    node, section = cfg, flag
+    for name in path:
+      if not hasattr(node, "keys") or name not in node:
+        fields = ", ".join(sorted(node.keys())) if hasattr(node, "keys") else "(not a section)"
+        return (f"--{flag}.{'.'.join(path)}: unknown field {name!r} in {section}; its fields: "
+                f"{fields}")
+      node, section = node[name], f"{section}.{name}"
+  return None
+
+
+def parse_flags(argv: list[str]):
+  """absl flag parsing with one-line errors: an unknown config override names the key and the
+  fields of its section, instead of a traceback from inside ml_collections."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f"error: {e}", file=sys.stderr)
+  except (AttributeError, KeyError) as e:
+    print(f"error: {unknown_override(argv) or e}", file=sys.stderr)
+  sys.exit(2)
+
+
+def run(main) -> None:
+  """app.run(main) with parse_flags."""
+  app.run(main, flags_parser=parse_flags)

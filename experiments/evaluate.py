@@ -7,7 +7,7 @@
 Training artifacts are never modified. Exit status 2 with a message on a bad workdir or checkpoint.
 """
 
-from absl import app, flags
+from absl import flags
 
 from compgen_jax import cli
 from compgen_jax.analysis import report
@@ -37,4 +37,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

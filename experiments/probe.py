@@ -7,7 +7,7 @@ Ridge (intercept, lambdas from config.probe) fitted on half of the probe's ID ta
 other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad input.
 """
 
-from absl import app, flags
+from absl import flags
 
 from compgen_jax import cli
 from compgen_jax.analysis import report
@@ -29,4 +29,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -9,7 +9,7 @@ scatter PNG into --out.
 
 import glob
 
-from absl import app, flags
+from absl import flags
 
 from compgen_jax import cli
 from compgen_jax.analysis import correlation
@@ -28,4 +28,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

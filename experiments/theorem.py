@@ -5,7 +5,7 @@
 
 import json
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from compgen_jax import cli
@@ -27,4 +27,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -3,7 +3,7 @@
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
 """
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from compgen_jax import cli
@@ -26,4 +26,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -1,12 +1,14 @@
 """The teacher equals its formula; latents follow the paper's weight kinds; streams differ."""
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from compgen_jax import rng
-from compgen_jax.tasks import hyperteacher
+from compgen_jax.tasks import combinatorics, hyperteacher
 from compgen_jax.types import ConfigError
 
 
@@ -49,8 +51,78 @@ def test_shapes_and_init_statistics():
   assert params["omega"].shape == (16, 16)
   beta = np.asarray(params["beta"][0])
   assert beta.min() >= 0.0 and beta.max() < 0.5
-  # variance scaling (scale sqrt 3, fan_in = M * d_in for the stacked modules).
-  assert np.var(np.asarray(params["theta"][0])) == pytest.approx(np.sqrt(3) / 256, rel=0.15)
+
+
+def test_init_variance_is_the_papers_formula():
+  """Var(Theta_m) = sqrt(3) / d_in for EACH module (the module axis is not fan-in), Var(Omega) =
+  sqrt(3) / H; d_in, H and M differ so a wrong fan-in (M * d_in, or d_out) cannot pass."""
+  M, d_in, H, O = 24, 8, 32, 12
+  params = hyperteacher.init(jax.random.key(0), _cfg(num_modules=M, input_dim=d_in, hidden_dim=H,
+                                                     output_dim=O, num_hidden_layers=2))
+  theta0, theta1 = (np.asarray(t, np.float64) for t in params["theta"])
+  assert np.var(theta0) == pytest.approx(np.sqrt(3) / d_in, rel=0.06)
+  assert np.var(theta1) == pytest.approx(np.sqrt(3) / H, rel=0.06)
+  # Per module as well: each module on its own is a variance-scaled d_in x H matrix.
+  per_module = theta0.reshape(M, -1).var(axis=1)
+  assert np.median(per_module) == pytest.approx(np.sqrt(3) / d_in, rel=0.12)
+  assert np.var(np.asarray(params["omega"], np.float64)) == pytest.approx(np.sqrt(3) / H, rel=0.1)
+  # Truncated normal at two standard deviations of the untruncated law.
+  std = np.sqrt(np.sqrt(3) / d_in) / 0.87962566103423978
+  assert np.abs(theta0).max() <= 2 * std + 1e-6
+
+
+def _numpy_teacher_stats(seed: int, M: int, K: int, d: int, num_tasks: int, N: int):
+  """Independent float64 re-implementation of the paper's teacher at I = H = O = d: returns the
+  per-task output variance (mean over tasks and outputs) and the std of y."""
+  rs = np.random.default_rng(seed)
+
+  def truncated(shape, fan_in):
+    std = np.sqrt(np.sqrt(3.0) / fan_in) / 0.87962566103423978
+    out = rs.standard_normal(shape)
+    bad = np.abs(out) > 2
+    while bad.any():
+      out[bad] = rs.standard_normal(bad.sum())
+      bad = np.abs(out) > 2
+    return out * std
+
+  theta, omega = truncated((M, d, d), d), truncated((d, d), d)
+  beta = rs.uniform(0, 0.5, (M, d))
+  subsets = [c for k in range(1, K + 1) for c in itertools.combinations(range(M), k)]
+  var, ys = [], []
+  for t in rs.integers(0, len(subsets), num_tasks):
+    z = np.zeros(M)
+    z[list(subsets[t])] = rs.choice(np.linspace(0.5, 1.0, 6), len(subsets[t]))
+    zt = z / np.sqrt(K)
+    x = rs.uniform(-1, 1, (N, d))
+    y = np.maximum(x @ np.tensordot(zt, theta, 1) + zt @ beta, 0) @ omega
+    var.append(y.var(axis=0).mean())
+    ys.append(y)
+  return float(np.mean(var)), float(np.std(np.concatenate(ys)))
+
+
+def test_teacher_statistics_match_independent_reimplementation():
+  """At the paper's setting (M=16, K=3, I=H=O=16, 16 samples) our teacher's per-task output
+  variance and y std fall inside the spread of an independent numpy teacher over seeds (the
+  reference gives ~0.3 and ~0.8; the fan_in = M * d_in bug gave 0.03 and 0.44)."""
+  M, K, d, N = 16, 3, 16, 16
+  ref = np.array([_numpy_teacher_stats(s, M, K, d, 1024, N) for s in range(6)])
+  cfg = _cfg(num_modules=M, max_hotness=K, input_dim=d, hidden_dim=d, output_dim=d,
+             num_samples=N)
+  bits = jnp.asarray(combinatorics.task_bits(M, K), jnp.uint32)
+  ours = []
+  for s in range(6):
+    params = hyperteacher.init(jax.random.key(s), cfg)
+    idx = jax.random.randint(jax.random.key(100 + s), (1024,), 0, bits.shape[0])
+    batch = hyperteacher.sample_batch(params, hyperteacher.khot_from_bits(bits[idx], M),
+                                      jax.random.key(200 + s), cfg)
+    y = np.asarray(batch.y, np.float64)
+    ours.append((y.var(axis=1).mean(), y.std()))
+  ours = np.array(ours)
+  for col, name in enumerate(("per-task variance", "y std")):
+    lo, hi = ref[:, col].min(), ref[:, col].max()
+    slack = 0.25 * (hi - lo) + 0.05 * ref[:, col].mean()
+    assert lo - slack <= ours[:, col].mean() <= hi + slack, (name, ours[:, col], ref[:, col])
+  assert 0.2 < ref[:, 0].mean() < 0.45 and 0.65 < ref[:, 1].mean() < 0.95
 
 
 def test_weights_and_biases_use_separate_streams():

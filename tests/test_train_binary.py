@@ -36,3 +36,14 @@ def test_train_binary_rejects_bad_value_before_writing(tmp_path):
   assert result.returncode != 0
   assert "task.support" in result.stderr and "random" in result.stderr
   assert not os.path.exists(workdir)
+
+
+def test_unknown_override_key_is_one_line_naming_key_and_section(tmp_path):
+  workdir = str(tmp_path / "bad")
+  result = _train("--config=configs/hyperteacher.py:tiny", f"--workdir={workdir}",
+                  "--config.task.nonexistent=1")
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+  assert "nonexistent" in lines[0] and "config.task" in lines[0] and "num_modules" in lines[0]
+  assert not os.path.exists(workdir)

@@ -124,6 +124,10 @@ BAD = [
     ({"optim.schedule": "warmup_cosine", "optim.warmup_steps": 500}, "optim.warmup_steps"),
     ({"train.evaluators": ("id", "nope")}, "train.evaluators"),
     ({"num_seeds": 0}, "num_seeds"),
+    ({"optim.end_factor": -0.5}, "optim.end_factor"),
+    ({"optim.b1": 1.0}, "optim.b1"),
+    ({"optim.b2": -0.1}, "optim.b2"),
+    ({"task.family": "preference"}, "task.family"),
 ]
 
 
@@ -132,5 +136,15 @@ def test_bad_config_raises_before_anything_is_written(overrides, field, tmp_path
   cfg = load_config("hyperteacher", "tiny", **overrides)
   workdir = str(tmp_path / "never")
   with pytest.raises(ConfigError, match=field):
+    loop.train_and_evaluate(cfg, workdir)
+  assert not os.path.exists(workdir)
+
+
+def test_evaluator_the_family_cannot_use_is_refused_before_config_json(tmp_path):
+  """Rejected before the workdir exists, so the corrected command is not refused later as
+  'a different config'."""
+  cfg = load_config("preference", "tiny", **{"train.evaluators": ("id", "ood_hotness")})
+  workdir = str(tmp_path / "never")
+  with pytest.raises(ConfigError, match="train.evaluators"):
     loop.train_and_evaluate(cfg, workdir)
   assert not os.path.exists(workdir)

@@ -16,6 +16,8 @@ from compgen_jax.types import ConfigError
 
 WEIGHT_KINDS = ("discrete", "continuous", "khot")
 DISCRETE_WEIGHTS = np.linspace(0.5, 1.0, 6)  # {0.5, 0.6, ..., 1.0}
+WEIGHT_SCALE = float(np.sqrt(3.0))  # variance-scaling factor of Theta and Omega (reference)
+BIAS_MAX = 0.5  # beta ~ U[0, BIAS_MAX)
 
 
 class Batch(NamedTuple):
@@ -38,16 +40,20 @@ def init(key: jax.Array, cfg: ml_collections.ConfigDict) -> dict:
 
   Weights and biases come from separate streams (the reference shared one key).
   """
-  init_w = jax.nn.initializers.variance_scaling(np.sqrt(3.0), "fan_in", "truncated_normal")
+  # Variance sqrt(3) / fan_in with fan_in = d_in of ONE module: axis 0 (modules) is a batch axis,
+  # not part of the fan-in (without it fan_in = M * d_in and the teacher is nearly linear).
+  init_theta = jax.nn.initializers.variance_scaling(
+      WEIGHT_SCALE, "fan_in", "truncated_normal", in_axis=-2, out_axis=-1, batch_axis=0)
+  init_omega = jax.nn.initializers.variance_scaling(WEIGHT_SCALE, "fan_in", "truncated_normal")
   key_w, key_b = rng.stream(key, "teacher_weights"), rng.stream(key, "teacher_biases")
   keys_w = jax.random.split(key_w, cfg.num_hidden_layers + 1)
   keys_b = jax.random.split(key_b, cfg.num_hidden_layers)
   M = cfg.num_modules
-  theta = tuple(init_w(keys_w[l], (M, d_in, d_out)) for l, (d_in, d_out) in
+  theta = tuple(init_theta(keys_w[l], (M, d_in, d_out)) for l, (d_in, d_out) in
                 enumerate(layer_dims(cfg)))
-  beta = tuple(jax.random.uniform(keys_b[l], (M, d_out), maxval=0.5) for l, (_, d_out) in
+  beta = tuple(jax.random.uniform(keys_b[l], (M, d_out), maxval=BIAS_MAX) for l, (_, d_out) in
                enumerate(layer_dims(cfg)))
-  omega = init_w(keys_w[-1], (cfg.hidden_dim, cfg.output_dim))
+  omega = init_omega(keys_w[-1], (cfg.hidden_dim, cfg.output_dim))
   return {"theta": theta, "beta": beta, "omega": omega}
 
 

@@ -43,4 +43,11 @@ def get(name: str) -> TaskFamily:
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
-  get(cfg.family).validate(cfg)
+  """The family's own checks, after making sure the `task` section has that family's fields."""
+  family = get(cfg.family)
+  missing = sorted(set(family.default_config().keys()) - set(cfg.keys()))
+  if missing:
+    raise ConfigError("task.family", f"{cfg.family!r} needs the task fields "
+                      f"{', '.join(missing)}, which this config lacks; start from that family's "
+                      f"config file (configs/{cfg.family}.py) instead of switching task.family")
+  family.validate(cfg)

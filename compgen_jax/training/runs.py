@@ -62,6 +62,15 @@ def _positive(cfg, section: str, names: tuple[str, ...]) -> None:
       raise ConfigError(f"{section}.{name}", f"must be > 0, got {cfg[section][name]}")
 
 
+def _validate_adam(optim: ml_collections.ConfigDict) -> None:
+  for name in ("b1", "b2"):
+    if not 0.0 <= optim[name] < 1.0:
+      raise ConfigError(f"optim.{name}", f"must be in [0, 1), got {optim[name]}")
+  if not 0.0 <= optim.end_factor <= 1.0:
+    raise ConfigError("optim.end_factor", "the final learning rate as a fraction of the peak "
+                      f"must be in [0, 1], got {optim.end_factor}")
+
+
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Every check that needs no compilation; raises ConfigError naming the field."""
   if cfg.num_seeds < 1:
@@ -85,6 +94,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
       0 <= cfg.optim.warmup_steps < cfg.train.num_steps):
     raise ConfigError("optim.warmup_steps", f"must be in [0, train.num_steps = "
                       f"{cfg.train.num_steps}) for warmup_cosine, got {cfg.optim.warmup_steps}")
+  _validate_adam(cfg.optim)
   for lr in sweep_values(cfg, "learning_rate"):
     if not lr > 0:
       raise ConfigError("optim.learning_rate", f"must be > 0, got {lr}")
@@ -97,7 +107,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     if cfg.train[name] % cfg.train.chunk_size:
       raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
                         f"({cfg.train.chunk_size}), got {cfg.train[name]}")
-  for name in cfg.train.evaluators:
-    if name not in evaluators.REGISTRY:
-      raise ConfigError("train.evaluators",
-                        f"unknown {name!r}; allowed: {', '.join(evaluators.REGISTRY)}")
+  # Unknown evaluators, and ones the task family cannot use, fail here: before config.json exists.
+  try:
+    evaluators.validate(cfg, tuple(cfg.train.evaluators))
+  except ConfigError as e:
+    raise ConfigError("train.evaluators", str(e).split(": ", 1)[-1]) from None

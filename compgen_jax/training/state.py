@@ -56,7 +56,9 @@ def optimizer(cfg: ml_collections.ConfigDict) -> optax.GradientTransformation:
   """AdamW with decay on matrices only; lr / wd injected so they can differ per run and step."""
   def decay_mask(params):
     return jax.tree.map(lambda p: p.ndim > 1, params)
-  return optax.inject_hyperparams(optax.adamw)(
+  # `mask` is static: inject_hyperparams treats any callable argument as a schedule of the step
+  # count, which would turn the mask into `False` and switch weight decay off everywhere.
+  return optax.inject_hyperparams(optax.adamw, static_args=("mask",))(
       learning_rate=cfg.learning_rate, weight_decay=cfg.weight_decay, b1=cfg.b1, b2=cfg.b2,
       mask=decay_mask)
 
