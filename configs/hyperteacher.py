@@ -27,10 +27,11 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   """The named preset: paper, quick or tiny."""
   cfg = base()
   if preset == "paper":
-    pass
+    pass  # the students are the reference's (configs/teacher.py): students.default_config()
   elif preset == "quick":
     cfg.num_seeds = 2
-    # hyper_layernorm off: LayerNorm is scale-invariant and erases z's weights (see docs).
+    # Deviations from the reference's students (paper preset), for 2 CPU cores: smaller sizes, and
+    # hyper_layernorm off (LayerNorm is scale-invariant and erases z's weights; see docs).
     cfg.student.update(width=256, num_layers=2, d_model=128, ffw_dim=512, hyper_hidden=128,
                        hyper_layernorm=False)
     cfg.optim.learning_rate = 1e-3
@@ -41,6 +42,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.num_seeds = 2
     cfg.task.update(num_modules=6, max_hotness=2, input_dim=4, hidden_dim=8, output_dim=2,
                     num_samples=8)
+    # Deviations from the reference's students, for test speed: as in quick, smaller still.
     cfg.student.update(width=64, depth=2, num_layers=2, d_model=32, num_heads=2, ffw_dim=64,
                        hyper_hidden=32, hyper_layernorm=False)
     cfg.optim.learning_rate = 3e-3

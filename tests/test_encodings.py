@@ -90,6 +90,47 @@ def test_invertible_roundtrip():
   assert np.all(moved_M > 1e-3)
 
 
+def test_invertible_init_matches_the_reference():
+  """create_coupling_layer in the reference: per coupling layer an MLP A -> 2M -> 2M -> 2(M - A),
+  weights N(0, 1) * 0.1, biases zero."""
+  m = 16
+  params = encodings.get("invertible").init(jax.random.key(3), m, _cfg())
+  L, A, H = 3, m // 2, 2 * m
+  chex.assert_shape([params["w0"], params["w1"], params["w2"]], [(L, A, H), (L, H, H), (L, H, m)])
+  chex.assert_shape([params["b0"], params["b1"], params["b2"]], [(L, H), (L, H), (L, m)])
+  for name in ("b0", "b1", "b2"):
+    np.testing.assert_array_equal(params[name], 0.0)
+  w = np.concatenate([np.asarray(params[n]).ravel() for n in ("w0", "w1", "w2")])
+  np.testing.assert_allclose(w.std(), 0.1, rtol=0.05)
+  assert abs(w.mean()) < 0.01
+
+
+def _np_invertible(params, z_M):
+  """The reference's create_invertible_mlp forward (even M) in float64."""
+  y = np.asarray(z_M, np.float64)
+  for l in range(params["w0"].shape[0]):
+    y = y[::-1] if l % 2 else y
+    x1, x2 = np.split(y, 2)
+    h = x1
+    for i in range(3):
+      h = h @ np.asarray(params[f"w{i}"][l], np.float64) + np.asarray(params[f"b{i}"][l])
+      h = 1.0 / (1.0 + np.exp(-h)) if i < 2 else h
+    log_scale, t = np.split(h, 2)
+    y = np.concatenate([x1, x2 * (np.tanh(log_scale) * 0.5 + 1.0) + t])
+    y = y[::-1] if l % 2 else y
+  return y
+
+
+def test_invertible_forward_equals_the_reference_and_inverts():
+  m = 6
+  params = encodings.get("invertible").init(jax.random.key(4), m, _cfg())
+  z = _z(5, m=m)
+  phi = APPLY["invertible"](params, z, None)
+  want = np.stack([_np_invertible(params, row) for row in np.asarray(z)])
+  np.testing.assert_allclose(np.asarray(phi), want, atol=1e-5)
+  chex.assert_trees_all_close(jax.jit(encodings.invertible_inverse)(params, phi), z, atol=1e-5)
+
+
 def test_interval_shuffle_bijection():
   enc, cfg = encodings.get("interval_shuffle"), _cfg()
   params = enc.init(jax.random.key(0), M, cfg)

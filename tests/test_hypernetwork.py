@@ -1,4 +1,5 @@
-"""Hypernetwork student: shapes, the generated MLP computed by hand, validation."""
+"""Hypernetwork student: shapes, the generated MLP computed by hand (with the reference's
+truncated-normal variance correction), validation."""
 
 import chex
 import jax
@@ -6,6 +7,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
+import scipy.stats
 
 from compgen_jax.students import hypernetwork
 from compgen_jax.students import registry as students
@@ -42,6 +44,14 @@ def test_shapes():
   chex.assert_trees_all_equal(acts["readout"], y)
 
 
+def test_truncated_normal_correction_is_the_std_of_the_truncated_normal():
+  """The reference's VarianceScaledKernel divides by the std of N(0, 1) truncated to (-2, 2)."""
+  want = scipy.stats.truncnorm(-2.0, 2.0).std()
+  np.testing.assert_allclose(hypernetwork.TRUNC_STD, want, rtol=1e-12)
+  draws = jax.random.truncated_normal(jax.random.key(0), -2.0, 2.0, (200_000,))
+  np.testing.assert_allclose(float(jnp.std(draws)), hypernetwork.TRUNC_STD, rtol=5e-3)
+
+
 def test_generated_mlp_matches_hand_computation():
   cfg = _cfg()
   params = hypernetwork.init(jax.random.key(2), E, I, O, cfg)
@@ -50,10 +60,13 @@ def test_generated_mlp_matches_hand_computation():
   phi_np, x_np = np.asarray(phi, np.float64), np.asarray(x, np.float64)
   ln = (phi_np - phi_np.mean(-1, keepdims=True)) / np.sqrt(phi_np.var(-1, keepdims=True) + 1e-6)
   g = ln @ np.asarray(params["generator"]["kernel"]) + np.asarray(params["generator"]["bias"])
+  # The reference (VarianceScaledKernel, fan_in, truncated_normal): a generated matrix times
+  # sqrt(1 / fan_in) / std(N(0, 1) truncated to (-2, 2)); generated biases as they are.
+  c = scipy.stats.truncnorm(-2.0, 2.0).std()
   for b in range(B):
-    w1 = g[b, :I * H].reshape(I, H) / np.sqrt(I)
+    w1 = g[b, :I * H].reshape(I, H) / (np.sqrt(I) * c)
     b1 = g[b, I * H:I * H + H]
-    w2 = g[b, I * H + H:I * H + H + H * O].reshape(H, O) / np.sqrt(H)
+    w2 = g[b, I * H + H:I * H + H + H * O].reshape(H, O) / (np.sqrt(H) * c)
     b2 = g[b, -O:]
     want = np.maximum(x_np[b] @ w1 + b1, 0.0) @ w2 + b2
     np.testing.assert_allclose(np.asarray(y[b]), want, rtol=1e-3, atol=1e-4)

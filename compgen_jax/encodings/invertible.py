@@ -12,10 +12,9 @@ from compgen_jax.types import Array, PRNGKey, PyTree
 
 
 def invertible_init(key: PRNGKey, M: int, cfg: ml_collections.ConfigDict) -> PyTree:
-  """Coupling MLPs stacked on a leading layer axis L; all weights and biases N(0,1)*scale.
-
-  Each layer conditions on the first A = M // 2 entries and moves the other M - A.
-  """
+  """Coupling MLPs stacked on a leading layer axis L: weights N(0,1)*scale, biases zero (as the
+  reference's create_coupling_layer). Each layer conditions on the first A = M // 2 entries and
+  moves the other M - A."""
   return _init(key, M, cfg.inn_layers, cfg.inn_hidden_mult * M, float(cfg.inn_init_scale))
 
 
@@ -23,14 +22,15 @@ def invertible_init(key: PRNGKey, M: int, cfg: ml_collections.ConfigDict) -> PyT
 @functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
 def _init(key: PRNGKey, M: int, L: int, H: int, scale: float) -> PyTree:
   A = M // 2
-  shapes = {"w0": (L, A, H), "b0": (L, H), "w1": (L, H, H), "b1": (L, H),
-            "w2": (L, H, 2 * (M - A)), "b2": (L, 2 * (M - A))}
+  shapes = {"w0": (L, A, H), "w1": (L, H, H), "w2": (L, H, 2 * (M - A))}
   # One draw cut into pieces: each separate draw adds a threefry to compile (seconds on CPU).
   sizes = [math.prod(shape) for shape in shapes.values()]
   flat = scale * jax.random.normal(key, (sum(sizes),), jnp.float32)
   pieces = jnp.split(flat, list(itertools.accumulate(sizes))[:-1])
-  return {name: piece.reshape(shape)
-          for (name, shape), piece in zip(shapes.items(), pieces, strict=True)}
+  params = {name: piece.reshape(shape)
+            for (name, shape), piece in zip(shapes.items(), pieces, strict=True)}
+  params.update({f"b{i}": jnp.zeros((L, shapes[f"w{i}"][-1]), jnp.float32) for i in range(3)})
+  return params
 
 
 def _scale_shift(layer: PyTree, x1_A: Array) -> tuple[Array, Array]:

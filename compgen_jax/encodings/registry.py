@@ -76,7 +76,7 @@ def default_config() -> ml_collections.ConfigDict:
   cfg.keep_zeros = False
   cfg.inn_layers = 3  # invertible: affine coupling layers.
   cfg.inn_hidden_mult = 2  # invertible: coupling MLP width = inn_hidden_mult * M.
-  cfg.inn_init_scale = 0.1  # invertible: weights are N(0, 1) * inn_init_scale.
+  cfg.inn_init_scale = 0.1  # invertible: weights N(0, 1) * inn_init_scale, biases 0.
   cfg.language_bins = 10  # language: weight word = floor(language_bins * z), as `tokens`.
   cfg.language_shuffle = True  # language: (module, word) pairs in a random order per draw.
   return cfg

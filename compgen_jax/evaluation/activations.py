@@ -1,8 +1,9 @@
 """Activation capture for any student, stacked so one program probes every layer of every run.
 
 A student's `apply` returns `(pred, {layer: activations [B, N, D]})` (MLP: pre-ReLU output of
-each Dense layer incl. readout; sequence students: block outputs per token). A probe reads each
-layer at the last sample / token of each task (index -1 on the N axis), plus phi(z) itself.
+each Dense layer incl. readout; transformer: each block's output and the final LayerNorm's output
+at the x tokens, as the reference probes them). A probe reads each layer at the last sample /
+token of each task (index -1 on the N axis), plus phi(z) itself.
 """
 
 import jax

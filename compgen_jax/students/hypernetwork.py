@@ -4,11 +4,24 @@ The modular baseline the paper argues is unnecessary: task information enters on
 generated weights (W1 [I, H], b1 [H], W2 [H, O], b2 [O]), never as an input to the MLP on x.
 """
 
+import math
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+
+
+def truncated_normal_std(bound: float) -> float:
+  """Standard deviation of N(0, 1) truncated to (-bound, bound)."""
+  pdf = math.exp(-bound**2 / 2) / math.sqrt(2 * math.pi)
+  return math.sqrt(1.0 - 2.0 * bound * pdf / math.erf(bound / math.sqrt(2)))
+
+
+# The reference's VarianceScaledKernel (compscale/model/hypernetwork.py) scales a generated matrix
+# by sqrt(1 / fan_in) / TRUNC_STD, as if its entries were N(0, 1) draws truncated to (-2, 2).
+TRUNC_STD = truncated_normal_std(2.0)
 
 
 def num_generated(x_dim: int, hidden: int, out_dim: int) -> int:
@@ -30,9 +43,10 @@ class HyperNetwork(nn.Module):
     h_BxE = nn.LayerNorm(name="ln")(phi_BxE) if self.layernorm else phi_BxE
     g_BxP = nn.Dense(num_generated(I, H, O), name="generator")(h_BxE)
     w1, b1_BxH, w2, b2_BxO = jnp.split(g_BxP, np.cumsum([I * H, H, H * O]), axis=-1)
-    # Generated entries have unit scale; dividing by sqrt(fan_in) keeps activations O(1).
-    w1_BxIxH = w1.reshape(B, I, H) / np.sqrt(I)
-    w2_BxHxO = w2.reshape(B, H, O) / np.sqrt(H)
+    # Generated entries have unit scale; the fan-in scaling keeps activations O(1). Biases are
+    # used as generated, as in the reference.
+    w1_BxIxH = w1.reshape(B, I, H) / (np.sqrt(I) * TRUNC_STD)
+    w2_BxHxO = w2.reshape(B, H, O) / (np.sqrt(H) * TRUNC_STD)
     h_BxNxH = jnp.einsum("bni,bih->bnh", x_BxNxI, w1_BxIxH) + b1_BxH[:, None, :]
     y_BxNxO = jnp.einsum("bnh,bho->bno", nn.relu(h_BxNxH), w2_BxHxO) + b2_BxO[:, None, :]
     g_BxNxP = jnp.broadcast_to(g_BxP[:, None, :], (B, N, g_BxP.shape[-1]))

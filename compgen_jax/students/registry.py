@@ -79,7 +79,7 @@ def default_config() -> ml_collections.ConfigDict:
       name="mlp",
       width=1024, depth=4, widths=(),  # mlp (widths, when set, overrides depth x width)
       num_layers=4, d_model=256, num_heads=4, ffw_dim=1024, rope_base=10_000.0,  # transformer
-      hyper_hidden=256,  # hypernetwork: hidden width of the generated MLP
+      hyper_hidden=1024,  # hypernetwork: hidden width of the generated MLP (reference: d_ffw)
       hyper_layernorm=True,  # hypernetwork: LayerNorm phi(z) first (the paper's; scale-invariant)
   ))
 

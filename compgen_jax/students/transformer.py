@@ -1,10 +1,16 @@
-"""Decoder-only transformer student: pre-LayerNorm blocks, RoPE, causal attention.
+"""Decoder-only transformer student: pre-LayerNorm blocks, QK-norm, RoPE, causal attention.
+
+The reference's architecture (compscale/model/transformer.py, policy.py TransformerPolicy): no
+biases except on proj(x) and the readout, LayerNorms without bias, a final LayerNorm before the
+readout.
 
 Tokens are [encoding tokens, proj(x_1), ..., proj(x_N)]: one projected token for a vector phi(z),
 or one learned embedding per token of a sequence encoding (PAD keys are masked out). Predictions
 and activations are read at the x positions, so x_n sees the task and x_1..x_n only (hyperteacher:
 independent samples, as the paper does; preference: the policy sees the past).
 """
+
+import functools
 
 import flax.linen as nn
 import jax
@@ -36,8 +42,14 @@ def attention_mask(valid_BxT: jax.Array) -> jax.Array:
   return causal_TxT[None] & (valid_BxT[:, None, :] | self_TxT[None])
 
 
+# As the reference's blocks: no biases, Xavier-uniform kernels, LayerNorms with a scale, no bias.
+_dense = functools.partial(nn.DenseGeneral, use_bias=False,
+                           kernel_init=nn.initializers.xavier_uniform())
+_layernorm = functools.partial(nn.LayerNorm, use_bias=False)
+
+
 class Block(nn.Module):
-  """h + attn(LN(h)), then h + ffw(LN(h))."""
+  """h + attn(LN(h)), then h + ffw(LN(h)); q and k are LayerNormed per head before RoPE."""
   num_heads: int
   ffw_dim: int
   rope_base: float
@@ -45,22 +57,26 @@ class Block(nn.Module):
   @nn.compact
   def __call__(self, h_BxTxD: jax.Array, mask_BxTxT: jax.Array) -> jax.Array:
     D = h_BxTxD.shape[-1]
-    K = D // self.num_heads
+    H, K = self.num_heads, D // self.num_heads
     pos_T = jnp.arange(h_BxTxD.shape[1])
-    qkv = nn.DenseGeneral((3, self.num_heads, K), name="qkv")(nn.LayerNorm(name="ln_attn")(h_BxTxD))
-    q, k, v = (qkv[:, :, i] for i in range(3))
-    q, k = rope(q, pos_T, self.rope_base), rope(k, pos_T, self.rope_base)
+    a_BxTxD = _layernorm(name="ln_attn")(h_BxTxD)
+    # Separate q, k, v maps: Xavier's fan is D -> D per map, as in the reference.
+    q, k, v = (_dense((H, K), name=name)(a_BxTxD) for name in ("query", "key", "value"))
+    # QK-norm over the head dimension (one scale shared by the heads), then RoPE.
+    q = rope(_layernorm(name="ln_query")(q), pos_T, self.rope_base)
+    k = rope(_layernorm(name="ln_key")(k), pos_T, self.rope_base)
     logits_BxHxTxT = jnp.einsum("bqhk,bthk->bhqt", q, k) / np.sqrt(K)
     logits_BxHxTxT = jnp.where(mask_BxTxT[:, None], logits_BxHxTxT, NEG_INF)
     attn_BxHxTxT = jax.nn.softmax(logits_BxHxTxT, axis=-1)
     o_BxTxHxK = jnp.einsum("bhqt,bthk->bqhk", attn_BxHxTxT, v)
-    h_BxTxD = h_BxTxD + nn.DenseGeneral(D, axis=(-2, -1), name="out")(o_BxTxHxK)
-    f = nn.Dense(self.ffw_dim, name="ffw_in")(nn.LayerNorm(name="ln_ffw")(h_BxTxD))
-    return h_BxTxD + nn.Dense(D, name="ffw_out")(nn.gelu(f))
+    h_BxTxD = h_BxTxD + _dense(D, axis=(-2, -1), name="out")(o_BxTxHxK)
+    f_BxTxF = _dense(self.ffw_dim, name="ffw_in")(_layernorm(name="ln_ffw")(h_BxTxD))
+    return h_BxTxD + _dense(D, name="ffw_out")(nn.gelu(f_BxTxF))
 
 
 class Transformer(nn.Module):
-  """Returns predictions [B, N, O] and each block's output at the x positions."""
+  """Returns predictions [B, N, O] and, at the x positions, each block's output and the final
+  LayerNorm's output."""
   num_layers: int
   d_model: int
   num_heads: int
@@ -76,7 +92,8 @@ class Transformer(nn.Module):
       enc_BxLxD = nn.Embed(self.vocab_size, self.d_model, name="enc_embed")(tokens_BxL)
       enc_valid_BxL = tokens_BxL != PAD
     else:
-      enc_BxLxD = nn.Dense(self.d_model, name="enc_proj")(phi)[:, None, :]
+      # As the reference's TransformerPolicy: the encoding's projection has no bias, x's has.
+      enc_BxLxD = nn.Dense(self.d_model, use_bias=False, name="enc_proj")(phi)[:, None, :]
       enc_valid_BxL = jnp.ones(enc_BxLxD.shape[:2], jnp.bool_)
     x_BxNxD = nn.Dense(self.d_model, name="x_proj")(x_BxNxI)
     h_BxTxD = jnp.concatenate([enc_BxLxD, x_BxNxD], axis=1)
@@ -87,8 +104,9 @@ class Transformer(nn.Module):
       h_BxTxD = Block(self.num_heads, self.ffw_dim, self.rope_base, name=f"block_{i}")(
           h_BxTxD, mask_BxTxT)
       acts.append(h_BxTxD[:, L:])
-    y_BxNxO = nn.Dense(self.out_dim, name="readout")(nn.LayerNorm(name="ln_final")(acts[-1]))
-    return y_BxNxO, (*acts, y_BxNxO)
+    out_BxNxD = _layernorm(name="ln_final")(acts[-1])
+    y_BxNxO = nn.Dense(self.out_dim, name="readout")(out_BxNxD)
+    return y_BxNxO, (*acts, out_BxNxD)
 
 
 def _module(cfg: ml_collections.ConfigDict, out_dim: int, vocab_size: int) -> Transformer:
@@ -107,11 +125,12 @@ def init(key: jax.Array, enc_dim: int, x_dim: int, out_dim: int, cfg: ml_collect
 
 def apply(params: dict, phi: jax.Array, x_BxNxI: jax.Array, out_dim: int,
           cfg: ml_collections.ConfigDict) -> tuple[jax.Array, dict[str, jax.Array]]:
-  """Predictions [B, N, O] and {block_i: [B, N, d_model], readout: [B, N, O]} at x positions.
+  """Predictions [B, N, O] and {block_i, ln_final: [B, N, d_model]} at the x positions (the
+  reference probes the block outputs and the final LayerNorm, not the readout).
 
   phi is [B, E] (vector encoding) or [B, L] token ids, as the parameters were made for.
   """
   vocab_size = params["enc_embed"]["embedding"].shape[0] if "enc_embed" in params else 0
   y, acts = _module(cfg, out_dim, vocab_size).apply({"params": params}, phi, x_BxNxI)
-  names = [f"block_{i}" for i in range(cfg.num_layers)] + ["readout"]
+  names = [f"block_{i}" for i in range(cfg.num_layers)] + ["ln_final"]
   return y, dict(zip(names, acts, strict=True))
