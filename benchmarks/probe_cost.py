@@ -29,7 +29,7 @@ def _states(cfg_flag, workdir):
     wd = standalone.open_workdir(workdir)
     return wd.cfg, standalone.restore(wd, standalone.select_steps(wd, None, False)[0])
   grid = runs.run_grid(cfg_flag)
-  runs.precompute_splits(cfg_flag, grid)
+  grid = runs.precompute_splits(cfg_flag, grid)
   return cfg_flag, loop.make_init(cfg_flag)(*runs.run_inputs(cfg_flag, grid))
 
 

@@ -56,7 +56,7 @@ def step_gflop(cfg) -> float:
 def _state(cfg, num_runs: int):
   cfg.num_seeds = num_runs
   grid = runs.run_grid(cfg)
-  runs.precompute_splits(cfg, grid)
+  grid = runs.precompute_splits(cfg, grid)
   keys, hparams = runs.run_inputs(cfg, grid)
   return loop.make_init(cfg)(keys, hparams)
 

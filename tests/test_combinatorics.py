@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from compgen_jax.tasks import combinatorics as cb
+from compgen_jax.tasks import hyperteacher
+from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
+from tests.helpers import load_config
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -28,6 +31,16 @@ def test_table_order_and_read_only():
   assert cb.task_table(M, K) is table  # cached
   with pytest.raises(ValueError):
     table[0, 0] = False
+
+
+@pytest.mark.parametrize("M,K", [(1, 1), (9, 9), (12, 5), (32, 2)])
+def test_members_follow_itertools_order(M, K):
+  expected = [c for k in range(1, K + 1) for c in itertools.combinations(range(M), k)]
+  members = cb.task_members(M, K)
+  assert members.shape == (len(expected), K)
+  assert [tuple(sorted(set(row.tolist()))) for row in members] == expected
+  sizes = [len(c) for c in expected]
+  assert all(row[k:].tolist() == [row[0]] * (K - k) for row, k in zip(members, sizes, strict=True))
 
 
 def test_bits_and_index_of_round_trip():
@@ -106,3 +119,28 @@ def test_budget_helpers():
   assert cb.num_cross(16, 3, s) <= 174 < cb.num_cross(16, 3, s + 1)
   with pytest.raises(ConfigError, match="max_hotness"):
     cb.require_ring(16, 3)
+
+
+def _cfg(M, K):
+  return load_config("hyperteacher", "tiny", **{"task.num_modules": M, "task.max_hotness": K})
+
+
+def test_device_bits_reach_module_31():
+  """uint32 task bits on the device, and k-hot rows equal to the table's, module 31 included."""
+  M, K = 32, 3
+  bits_T = loop.task_bits(_cfg(M, K))
+  assert bits_T.dtype == np.uint32 and int(bits_T[-1]) == (1 << 31) | (1 << 30) | (1 << 29)
+  table = cb.task_table(M, K).astype(np.float32)
+  assert table[:, 31].sum() == math.comb(31, 0) + math.comb(31, 1) + math.comb(31, 2)
+  np.testing.assert_array_equal(np.asarray(hyperteacher.khot_from_bits(bits_T, M)), table)
+  # int32 masks (the same bits, negative when bit 31 is set) read the same.
+  as_int32 = np.asarray(bits_T).view(np.int32)
+  assert (as_int32 < 0).sum() == table[:, 31].sum()
+  np.testing.assert_array_equal(np.asarray(hyperteacher.khot_from_bits(as_int32, M)), table)
+
+
+def test_runs_take_up_to_32_modules():
+  runs.validate(_cfg(32, 2))
+  with pytest.raises(ConfigError) as err:
+    runs.validate(_cfg(33, 2))
+  assert err.value.field == "task.num_modules" and "32" in str(err.value)

@@ -1,5 +1,6 @@
 """The training loop: vmapped seed == solo run, resume == uninterrupted, learning, clear errors."""
 
+import math
 import os
 
 import chex
@@ -34,6 +35,10 @@ def test_tiny_preset_learns(finished, tiny_cfg):
   assert np.mean([r["ood/r2"] for r in rows]) > 0.3
   history = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
   assert len(history) == tiny_cfg.train.num_steps * tiny_cfg.num_seeds
+  # Every row carries the run's numbers of training and held-out tasks (paper: T - floor(T f)).
+  T = math.comb(6, 1) + math.comb(6, 2)
+  assert {(r["n_train"], r["n_ood"]) for r in history} == {
+      (T - math.floor(T * tiny_cfg.task.frac_ood), math.floor(T * tiny_cfg.task.frac_ood))}
   first = np.mean([r["train/loss"] for r in history[:20]])
   last = np.mean([r["train/loss"] for r in history[-20:]])
   assert last < 0.5 * first
@@ -128,6 +133,7 @@ BAD = [
     ({"optim.b1": 1.0}, "optim.b1"),
     ({"optim.b2": -0.1}, "optim.b2"),
     ({"task.family": "preference"}, "task.family"),
+    ({"task.frac_ood": 0.01}, "task.frac_ood"),  # 21 tasks: rounds down to 0 held out
 ]
 
 

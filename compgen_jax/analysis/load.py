@@ -13,7 +13,7 @@ from compgen_jax.types import ConfigError
 METRICS_FILE = "metrics.jsonl"  # = training.loop.METRICS_FILE (kept import-free of jax)
 EVAL_FILE = "eval.jsonl"
 PROBE_FILE = "probes.jsonl"
-RUN_KEYS = ("run", "seed", "frac_ood", "learning_rate", "weight_decay")
+RUN_KEYS = ("run", "seed", "frac_ood", "n_train", "n_ood", "learning_rate", "weight_decay")
 CONFIG_FIELDS = ("task.family", "task.num_modules", "task.max_hotness", "task.support",
                  "encoding.name", "student.name", "student.width", "student.depth",
                  "train.num_steps")

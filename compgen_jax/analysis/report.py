@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-HPARAM_KEYS = ("seed", "frac_ood", "learning_rate", "weight_decay")
+HPARAM_KEYS = ("seed", "frac_ood", "n_train", "learning_rate", "weight_decay")
 
 
 def table(header: list[str], rows: list[list]) -> str:
@@ -30,7 +30,7 @@ def final_table(rows: list[dict], workdir: str) -> str:
   metric_keys = sorted(k for k in rows[0] if "/" in k and not k.startswith("train/")) + [
       "train/loss"]
   header = ["run", *HPARAM_KEYS, *metric_keys]
-  body = [[r["run"], *(r[k] for k in HPARAM_KEYS), *(float(r.get(k, math.nan))
+  body = [[r["run"], *(r.get(k, "") for k in HPARAM_KEYS), *(float(r.get(k, math.nan))
                                                     for k in metric_keys)] for r in rows]
   means = ["mean", *([""] * len(HPARAM_KEYS)),
            *(float(np.nanmean([float(r.get(k, math.nan)) for r in rows])) for k in metric_keys)]

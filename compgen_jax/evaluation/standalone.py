@@ -54,7 +54,7 @@ def open_workdir(path: str) -> Workdir:
   try:
     runs.validate(cfg)
     grid = runs.run_grid(cfg)
-    runs.precompute_splits(cfg, grid)
+    grid = runs.precompute_splits(cfg, grid)
     abstract = loop.abstract_state(cfg, grid)
   except (AttributeError, KeyError, TypeError) as e:
     raise ConfigError("workdir", f"the config in {path!r} is incompatible with this code "

@@ -6,15 +6,18 @@ The budget checks raise ConfigError naming the config field, before anything com
 """
 
 import functools
-import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from compgen_jax.types import ConfigError
 
-# Subsets are also int64 bitmasks (bit m = module m), which bounds the number of modules.
+# Subsets are also bitmasks (bit m = module m): int64 here on the host, which bounds host-only
+# work (task tables, theory) to 62 modules, and uint32 on the device (jax without x64), which
+# bounds training runs to 32. Both limits are defined here only.
 MAX_MODULES = 62
+MAX_DEVICE_MODULES = 32
 
 
 def num_tasks(M: int, K: int) -> int:
@@ -37,20 +40,34 @@ def _readonly(x: np.ndarray) -> np.ndarray:
   return x
 
 
+def _extend(combos: np.ndarray, M: int) -> np.ndarray:
+  """The (k+1)-subsets from the k-subsets, both in itertools.combinations (lexicographic) order:
+  each row in turn, followed by every larger module."""
+  last = combos[:, -1].astype(np.int64)
+  counts = M - 1 - last
+  rows = np.repeat(np.arange(combos.shape[0]), counts)
+  starts = np.cumsum(counts) - counts
+  nxt = np.arange(rows.size) - starts[rows] + last[rows] + 1
+  return np.concatenate([combos[rows], nxt[:, None].astype(combos.dtype)], axis=1)
+
+
 @functools.lru_cache(maxsize=8)
 def task_members(M: int, K: int) -> np.ndarray:
-  """int32 [T, K]: the modules of each task, padded with the task's own first module.
+  """uint8 [T, K]: the modules of each task, padded with the task's own first module.
 
   Padding with a member (not -1) keeps every row a valid index list: repeats are no-ops for
-  set membership and self-loops for connectivity.
+  set membership and self-loops for connectivity. Built without Python loops over tasks
+  (T = 4.5M at M=32, K=7).
   """
-  blocks = []
+  members = np.empty((num_tasks(M, K), K), np.uint8)
+  combos, start = np.arange(M, dtype=np.uint8)[:, None], 0
   for k in range(1, K + 1):
-    count = math.comb(M, k)
-    flat = itertools.chain.from_iterable(itertools.combinations(range(M), k))
-    combos = np.fromiter(flat, np.int32, count=count * k).reshape(count, k)
-    blocks.append(np.concatenate([combos, np.repeat(combos[:, :1], K - k, axis=1)], axis=1))
-  return _readonly(np.concatenate(blocks))
+    if k > 1:
+      combos = _extend(combos, M)
+    members[start:start + combos.shape[0], :k] = combos
+    members[start:start + combos.shape[0], k:] = combos[:, :1]
+    start += combos.shape[0]
+  return _readonly(members)
 
 
 @functools.lru_cache(maxsize=8)
@@ -65,7 +82,11 @@ def task_table(M: int, K: int) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def task_bits(M: int, K: int) -> np.ndarray:
   """int64 [T]: the bitmask of each task (bit m set iff module m is active)."""
-  return _readonly(np.bitwise_or.reduce(np.int64(1) << task_members(M, K).astype(np.int64), axis=1))
+  members = task_members(M, K)
+  bits = np.zeros(members.shape[0], np.int64)
+  for column in members.T:  # K passes over [T] rather than a [T, K] int64 temporary
+    bits |= np.int64(1) << column.astype(np.int64)
+  return _readonly(bits)
 
 
 @functools.lru_cache(maxsize=8)
@@ -121,11 +142,15 @@ def is_connected(train_mask_T: np.ndarray, M: int, K: int) -> bool:
   """The module graph with adjacency B^T B > 0 (B: training task x module) is connected over all M.
 
   A task connects its modules, so star edges from its first module suffice; the distinct edges
-  (at most M^2) are found with one bincount, then merged by union-find.
+  (at most M^2) are found with a bincount per column (small temporaries), then merged by
+  union-find.
   """
-  members = task_members(M, K)[np.asarray(train_mask_T, bool)].astype(np.int64)
-  codes = (members[:, :1] * M + members[:, 1:]).reshape(-1)
-  edges = np.flatnonzero(np.bincount(codes, minlength=M * M))
+  members = task_members(M, K)[np.asarray(train_mask_T, bool)]
+  first = members[:, 0].astype(np.int32) * M
+  seen = np.zeros(M * M, bool)
+  for column in members[:, 1:].T:
+    seen |= np.bincount(first + column, minlength=M * M) > 0
+  edges = np.flatnonzero(seen)
   parent = list(range(M))
 
   def find(i: int) -> int:
@@ -146,10 +171,23 @@ def is_connected(train_mask_T: np.ndarray, M: int, K: int) -> bool:
 # Budgets of the task-support strategies: n_ood = int(T * frac_ood) (round down).
 
 
-def split_sizes(M: int, K: int, frac_ood: float) -> tuple[int, int, int]:
-  """(T, n_ood, n_train) for a held-out fraction."""
+def canonical_frac(frac_ood) -> float:
+  """The held-out fraction every split uses: the shortest decimal of frac_ood's float32 value.
+
+  Runs carry frac_ood as float32, so validation, the host precompute and the device-side split
+  all go through this (idempotent) map and agree; it is the value written for up to 6 digits.
+  """
+  return float(np.format_float_positional(np.float32(frac_ood), unique=True))
+
+
+def split_sizes(M: int, K: int, frac_ood) -> tuple[int, int, int]:
+  """(T, n_ood, n_train), n_ood = floor(T * frac_ood) in exact decimal arithmetic.
+
+  The only place split sizes are computed; frac_ood may be the config's float or the device's
+  float32, both give canonical_frac's decimal (0.9, not 0.899999976).
+  """
   T = num_tasks(M, K)
-  n_ood = int(T * frac_ood)
+  n_ood = math.floor(T * Fraction(repr(canonical_frac(frac_ood))))
   return T, n_ood, T - n_ood
 
 
@@ -192,6 +230,9 @@ def cut_size(M: int, K: int, frac_ood: float) -> int:
 
 def popular_count(M: int, K: int, frac_ood: float) -> int:
   """popular_modules: largest n whose touching subsets fit in n_train."""
+  if M > 1 and K < 2:
+    raise ConfigError("task.max_hotness", "popular_modules needs max_hotness >= 2 when "
+                      "num_modules > 1: single-module tasks never connect modules")
   _, _, n_train = split_sizes(M, K, frac_ood)
   fits = [n for n in range(1, M + 1) if num_touching(M, K, n) <= n_train]
   if not fits:

@@ -83,8 +83,10 @@ def apply(params: dict, z_BxM: jax.Array, x_BxNxI: jax.Array, max_hotness: int) 
 
 
 def khot_from_bits(bits_B: jax.Array, num_modules: int) -> jax.Array:
-  """k-hot rows [B, M] from task bitmasks (bit m set = module m active)."""
-  return ((bits_B[:, None] >> jnp.arange(num_modules)[None, :]) & 1).astype(jnp.float32)
+  """k-hot rows [B, M] from task bitmasks (bit m set = module m active), read as uint32."""
+  bits_B = jnp.asarray(bits_B).astype(jnp.uint32)  # int32 masks keep their bits (bit 31 too)
+  shifts_M = jnp.arange(num_modules, dtype=jnp.uint32)
+  return ((bits_B[:, None] >> shifts_M[None, :]) & 1).astype(jnp.float32)
 
 
 def sample_batch(params: dict, khot_BxM: jax.Array, key: jax.Array,

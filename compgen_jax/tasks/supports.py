@@ -1,8 +1,11 @@
-"""Task-support strategies (which tasks are held out, OOD) and the fixed-shape jax-side split.
+"""Task-support strategies (which tasks are trained on, which scored OOD) and the jax-side split.
 
-A strategy is `fn(rng, M, K, frac_ood, max_retries) -> bool [T]`, True = held out, so the two sets
-are disjoint and exhaustive by construction. n_ood = int(T * frac_ood) (round down) and
-n_train = T - n_ood. Each strategy runs its own budget check (combinatorics.require_* etc.).
+A strategy is `fn(rng, M, K, frac_ood, max_retries) -> bool [T]`, True = held out (not trained).
+The OOD set is the held-out set, except for connected / disconnected, which are both scored on
+the tasks neither trains on (as the reference), so the other one's training tasks are neither
+train nor OOD there. Train and OOD are always disjoint. n_ood = int(T * frac_ood) (round down, see
+combinatorics.split_sizes) and n_train = T - n_ood where a strategy follows frac_ood. Each strategy
+runs its own budget check (combinatorics.require_* etc.).
 """
 
 import functools
@@ -96,7 +99,9 @@ def equal(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.nda
 
 
 def connected(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
-  """Training = singletons + pairs (i, i+1), (i, i+2) mod M (K=2, even M>4); frac_ood ignored."""
+  """Training = singletons + pairs (i, i+1), (i, i+2) mod M (K=2, even M>4); frac_ood ignored.
+
+  Scored on ring_ood, the tasks that neither connected nor disconnected trains on."""
   cb.require_ring(M, K, frac_ood)
   i = np.arange(M, dtype=np.int64)
   single = np.int64(1) << i
@@ -107,9 +112,17 @@ def connected(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np
 
 
 def disconnected(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
-  """Training = subsets inside the first or the second half (K=2, even M>4); frac_ood ignored."""
+  """Training = subsets inside the first or the second half (K=2, even M>4); frac_ood ignored.
+
+  Scored on ring_ood, the tasks that neither connected nor disconnected trains on."""
   cb.require_ring(M, K, frac_ood)
   return cb.touching(M, K, range(M // 2)) & cb.touching(M, K, range(M // 2, M))
+
+
+def ring_ood(M: int, K: int) -> np.ndarray:
+  """bool [T]: the common OOD set of connected and disconnected (in neither training set), so
+  their OOD scores compare the supports on the same tasks."""
+  return connected(None, M, K, 0.0, 1) & disconnected(None, M, K, 0.0, 1)
 
 
 def pseudo_random_disconnected(rng: Rng, M: int, K: int, frac_ood: float,
@@ -128,17 +141,34 @@ def non_compositional(rng: Rng, M: int, K: int, frac_ood: float, max_retries: in
 
 
 def popular_modules(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
-  """Training = subsets touching the first n modules, n the largest within the training budget."""
-  return ~cb.touching(M, K, range(cb.popular_count(M, K, frac_ood)))
+  """Training = subsets touching the first n modules (n the largest within the budget), topped
+  up to n_train with random subsets containing module n, as the reference does.
+
+  The reference redraws the top-up until the support is compositional and connected; with K >= 2
+  the first n modules' subsets already are (every module shares {0, m}), so one draw suffices.
+  """
+  n = cb.popular_count(M, K, frac_ood)
+  _, _, n_train = cb.split_sizes(M, K, frac_ood)
+  ood = ~cb.touching(M, K, range(n))
+  extra = n_train - int((~ood).sum())
+  if extra:  # fewer than the held-out subsets containing module n, by the choice of n
+    ood[rng.choice(np.flatnonzero(ood & cb.touching(M, K, [n])), extra, replace=False)] = False
+  return ood
 
 
 def unpopular_modules(rng: Rng, M: int, K: int, frac_ood: float, max_retries: int) -> np.ndarray:
-  """Training = all subsets of a core [0, c) plus one {r, random core module} per rare module r."""
+  """Training = all subsets of a core [0, c), one {0, r} per rare module r >= c, then (as the
+  reference) the first subsets in table order of module c with core modules and no other rare
+  module, up to n_train: rare modules r > c are each seen in exactly one training task."""
   c = cb.core_size(M, K, frac_ood)
+  _, _, n_train = cb.split_sizes(M, K, frac_ood)
   ood = ~cb.within(M, K, range(c))
   rare = np.arange(c, M, dtype=np.int64)
-  partner = rng.integers(0, c, rare.size)
-  ood[cb.index_of((np.int64(1) << rare) | (np.int64(1) << partner), M, K)] = False
+  ood[cb.index_of((np.int64(1) << rare) | 1, M, K)] = False
+  extra = n_train - int((~ood).sum())
+  if extra:  # fewer than those subsets of module c, by the choice of c (and c < M)
+    top_up = ood & cb.within(M, K, range(c + 1)) & ~cb.within(M, K, [c])
+    ood[np.flatnonzero(top_up)[:extra]] = False
   return ood
 
 
@@ -149,6 +179,9 @@ STRATEGIES: dict[str, Strategy] = {
     "unpopular_modules": unpopular_modules,
 }
 
+# Strategies whose held-out set is fixed by their structure, not by frac_ood.
+IGNORE_FRAC = ("connected", "disconnected", "non_compositional")
+
 # Cheap budget checks of each strategy, run by validate() before anything compiles.
 _REQUIREMENTS = {
     "random": cb.require_random, "equal": cb.require_random, "connected": cb.require_ring,
@@ -157,8 +190,15 @@ _REQUIREMENTS = {
 }
 
 
+# Strategies whose OOD set is not their whole held-out set: OOD = held out and in this mask.
+_OOD_SETS = {"connected": ring_ood, "disconnected": ring_ood}
+
+
 def validate(strategy: str, M: int, K: int, frac_ood: float | None) -> None:
-  """Cheap checks before anything compiles; frac_ood=None skips the budget checks (traced value)."""
+  """Cheap checks before anything compiles; frac_ood=None skips the budget checks (traced value).
+
+  frac_ood is checked as splits use it: combinatorics.canonical_frac (float32 precision).
+  """
   if not isinstance(M, int | np.integer) or not 1 <= M <= cb.MAX_MODULES:
     raise ConfigError("task.num_modules", f"must be an integer in 1..{cb.MAX_MODULES}, got {M!r}")
   if not isinstance(K, int | np.integer) or not 1 <= K <= M:
@@ -170,33 +210,45 @@ def validate(strategy: str, M: int, K: int, frac_ood: float | None) -> None:
     if strategy in ("connected", "disconnected"):
       cb.require_ring(M, K, 0.0)
     return
-  if not 0.0 <= frac_ood < 1.0:
-    raise ConfigError("task.frac_ood", f"must be in [0, 1), got {frac_ood!r}")
+  if not 0.0 <= cb.canonical_frac(frac_ood) < 1.0:
+    raise ConfigError("task.frac_ood", f"must be in [0, 1) at float32 precision, got {frac_ood!r}")
+  T, n_ood, _ = cb.split_sizes(M, K, frac_ood)
+  if frac_ood > 0 and n_ood == 0 and strategy not in IGNORE_FRAC:
+    raise ConfigError("task.frac_ood", f"{frac_ood!r} of the {T} tasks rounds down to 0 held-out "
+                      f"tasks (OOD metrics would be NaN); use 0, or at least 1/{T} = {1 / T:.3g}")
   if strategy in _REQUIREMENTS:
-    _REQUIREMENTS[strategy](M, K, float(frac_ood))
+    _REQUIREMENTS[strategy](M, K, cb.canonical_frac(frac_ood))
 
 
 @functools.lru_cache(maxsize=64)
-def _ood_mask(strategy: str, seed: bytes, M: int, K: int, frac_ood: float, max_retries: int):
+def _split_masks(strategy: str, seed: bytes, M: int, K: int, frac_ood: float, max_retries: int):
   rng = np.random.default_rng(np.frombuffer(seed, np.uint32))
-  ood = np.asarray(STRATEGIES[strategy](rng, M, K, frac_ood, max_retries), bool)
-  ood.flags.writeable = False
-  return ood
+  held_out = np.asarray(STRATEGIES[strategy](rng, M, K, frac_ood, max_retries), bool)
+  train = ~held_out
+  ood = held_out & _OOD_SETS[strategy](M, K) if strategy in _OOD_SETS else held_out
+  train.flags.writeable = ood.flags.writeable = False
+  return train, ood
 
 
-def ood_mask(strategy: str, seed_data: np.ndarray, M: int, K: int, frac_ood: float,
-             max_retries: int = 1000) -> np.ndarray:
-  """bool [T] held-out mask (read-only, cached) drawn from seed_data = jax.random.key_data(key)."""
+def split_masks(strategy: str, seed_data: np.ndarray, M: int, K: int, frac_ood: float,
+                max_retries: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+  """(train, ood) bool [T] masks (read-only, cached) drawn from seed_data = key_data(key).
+
+  Disjoint; exhaustive except for connected / disconnected (see the module docstring). frac_ood
+  may be the config float or the device float32: both map to the same canonical_frac (and cache).
+  """
   validate(strategy, M, K, frac_ood)
   if max_retries < 1:
     raise ConfigError("task.max_retries", f"must be >= 1, got {max_retries}")
   seed = np.asarray(seed_data).astype(np.uint32).tobytes()
-  return _ood_mask(strategy, seed, int(M), int(K), float(frac_ood), int(max_retries))
+  return _split_masks(strategy, seed, int(M), int(K), cb.canonical_frac(frac_ood),
+                      int(max_retries))
 
 
 class Split(NamedTuple):
   """Fixed-shape split: the first n_train of train_idx are the training tasks (ascending), the rest
-  repeat the first one; likewise ood_idx / n_ood (all zeros, unused, when n_ood == 0)."""
+  repeat the first one; likewise ood_idx / n_ood (all zeros, unused, when n_ood == 0). Train and
+  OOD are disjoint; n_train + n_ood < T for connected / disconnected."""
 
   train_idx: Array  # int32 [T]
   n_train: Array  # int32 []
@@ -210,18 +262,15 @@ def _padded(idx: np.ndarray, T: int) -> np.ndarray:
   return out
 
 
-def split_from_mask(mask_T: np.ndarray) -> Split:
-  """The numpy Split of a held-out mask."""
-  mask_T = np.asarray(mask_T, bool)
-  train, ood = np.flatnonzero(~mask_T), np.flatnonzero(mask_T)
-  T = mask_T.size
+def split_from_mask(ood_T: np.ndarray, train_T: np.ndarray | None = None) -> Split:
+  """The numpy Split of an OOD mask and a disjoint training mask (default: the rest)."""
+  ood_T = np.asarray(ood_T, bool)
+  train_T = ~ood_T if train_T is None else np.asarray(train_T, bool)
+  if (train_T & ood_T).any():
+    raise ValueError("training and OOD tasks overlap")
+  train, ood = np.flatnonzero(train_T), np.flatnonzero(ood_T)
+  T = ood_T.size
   return Split(_padded(train, T), np.int32(train.size), _padded(ood, T), np.int32(ood.size))
-
-
-def _as_decimal(frac: np.ndarray) -> float:
-  # Under jit frac_ood arrives as float32; its shortest decimal recovers the config value
-  # (0.99, not 0.9900000095), so jax-side splits equal host-side ood_mask(..., 0.99).
-  return float(np.format_float_positional(np.asarray(frac)[()], unique=True))
 
 
 def split(key: jax.Array, frac_ood: Array | float, *, strategy: str, M: int, K: int,
@@ -229,14 +278,16 @@ def split(key: jax.Array, frac_ood: Array | float, *, strategy: str, M: int, K: 
   """The Split of one run, computed on the host; works under jit and vmap (keys and frac_ood).
 
   The split of a seed is a function of that seed's key (and frac_ood) only, never of the batch it
-  is vmapped in. Errors raised in the callback are opaque: validate / ood_mask on the host first.
+  is vmapped in. Errors raised in the callback are opaque: validate / split_masks on the host
+  first (with the config's frac_ood: the float32 one that arrives here gives the same split).
   """
   validate(strategy, M, K, frac_ood if isinstance(frac_ood, float | int) else None)
   T = cb.num_tasks(M, K)
   vec, scalar = jax.ShapeDtypeStruct((T,), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)
 
   def host(seed_data, frac):
-    return split_from_mask(ood_mask(strategy, seed_data, M, K, _as_decimal(frac), max_retries))
+    train, ood = split_masks(strategy, seed_data, M, K, np.asarray(frac)[()], max_retries)
+    return split_from_mask(ood, train)
 
   return jax.pure_callback(host, Split(vec, scalar, vec, scalar), jax.random.key_data(key),
                            jnp.asarray(frac_ood), vmap_method="sequential")

@@ -26,9 +26,9 @@ CHECKPOINT_DIR = "checkpoints"
 
 
 def task_bits(cfg: ml_collections.ConfigDict) -> jax.Array:
-  """Bitmask of every task in the table [T] (shared by all runs, not vmapped)."""
+  """uint32 bitmask of every task in the table [T] (shared by all runs, not vmapped)."""
   bits = combinatorics.task_bits(cfg.task.num_modules, cfg.task.max_hotness)
-  return jnp.asarray(bits, jnp.int32)
+  return jnp.asarray(bits.astype(np.uint32))  # M <= combinatorics.MAX_DEVICE_MODULES = 32
 
 
 @cache_by_config
@@ -73,7 +73,7 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
   end = cfg.train.num_steps if stop_after is None else min(stop_after, cfg.train.num_steps)
   runs.validate(cfg)
   grid = runs.run_grid(cfg)
-  runs.precompute_splits(cfg, grid)
+  grid = runs.precompute_splits(cfg, grid)
   workdir_lib.prepare(workdir, cfg)
   metrics_path = os.path.join(workdir, METRICS_FILE)
   step, state = restore_or_init(cfg, workdir, grid)

@@ -11,13 +11,12 @@ from compgen_jax import rng
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import evaluators
 from compgen_jax.students import registry as students
+from compgen_jax.tasks import combinatorics, supports
 from compgen_jax.tasks import registry as families
-from compgen_jax.tasks import supports
 from compgen_jax.training.state import HPARAMS
 from compgen_jax.types import ConfigError
 
 SCHEDULES = ("constant", "warmup_cosine")
-MAX_MODULES = 31
 # Where each sweepable hyperparameter's scalar default lives in the config.
 HPARAM_FIELDS = {"frac_ood": ("task", "frac_ood"), "learning_rate": ("optim", "learning_rate"),
                  "weight_decay": ("optim", "weight_decay")}
@@ -44,16 +43,22 @@ def run_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]) -> tuple[jax.Ar
   return keys, hparams
 
 
-def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> None:
+def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[dict]:
   """Builds every run's split on the host now, so an impossible split fails before compiling.
 
-  The results are cached, so init_run's host callback finds them ready.
+  The results are cached under the canonical frac_ood (combinatorics.canonical_frac), the one the
+  float32 value in init_run's host callback maps to, so the callback finds exactly these splits.
+  Returns the grid with each run's number of training and held-out tasks (`n_train`, `n_ood`:
+  the x axis of the paper's scaling plots) added.
   """
+  out = []
   for run in grid:
     key = rng.stream(rng.run_key(cfg.seed, run["seed"]), "split")
-    supports.ood_mask(cfg.task.support, np.asarray(jax.random.key_data(key)),
-                      cfg.task.num_modules, cfg.task.max_hotness,
-                      float(np.float32(run["frac_ood"])), cfg.task.max_retries)
+    train_T, ood_T = supports.split_masks(
+        cfg.task.support, np.asarray(jax.random.key_data(key)), cfg.task.num_modules,
+        cfg.task.max_hotness, run["frac_ood"], cfg.task.max_retries)
+    out.append({**run, "n_train": int(train_T.sum()), "n_ood": int(ood_T.sum())})
+  return out
 
 
 def _positive(cfg, section: str, names: tuple[str, ...]) -> None:
@@ -76,9 +81,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   if cfg.num_seeds < 1:
     raise ConfigError("num_seeds", f"must be >= 1, got {cfg.num_seeds}")
   families.validate(cfg.task)
-  if not 1 <= cfg.task.num_modules <= MAX_MODULES:
-    raise ConfigError("task.num_modules", f"must be in 1..{MAX_MODULES} (tasks are int32 "
-                      f"bitmasks on the device), got {cfg.task.num_modules}")
+  if not 1 <= cfg.task.num_modules <= combinatorics.MAX_DEVICE_MODULES:
+    raise ConfigError("task.num_modules", f"must be in 1..{combinatorics.MAX_DEVICE_MODULES} "
+                      f"(tasks are uint32 bitmasks on the device), got {cfg.task.num_modules}")
   for frac in sweep_values(cfg, "frac_ood"):
     supports.validate(cfg.task.support, cfg.task.num_modules, cfg.task.max_hotness, frac)
   encodings.validate(cfg.encoding)
