@@ -154,3 +154,25 @@ def test_evaluator_the_family_cannot_use_is_refused_before_config_json(tmp_path)
   with pytest.raises(ConfigError, match="train.evaluators"):
     loop.train_and_evaluate(cfg, workdir)
   assert not os.path.exists(workdir)
+
+
+def test_run_in_a_sweep_grid_equals_the_solo_run_with_its_key_and_values():
+  """Same key and hyperparameters: the task (teacher, split, encoding) and the initial student
+  are bit-identical; after training, equal to float32 rounding (README states what holds)."""
+  grid_cfg = load_config("hyperteacher", "tiny", **{"sweep.learning_rate": (1e-3, 3e-3),
+                                                    "sweep.frac_ood": (0.2, 0.5)})
+  solo_cfg = load_config("hyperteacher", "tiny", **{"num_seeds": 1, "optim.learning_rate": 3e-3,
+                                                    "task.frac_ood": 0.5})
+  states = []
+  for cfg in (grid_cfg, solo_cfg):
+    grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
+    state = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
+    i = next(r["run"] for r in grid if r["seed"] == 0 and r["learning_rate"] == 3e-3
+             and r["frac_ood"] == 0.5)
+    initial = jax.tree.map(lambda a, i=i: np.asarray(a[i]), (state.task, state.params))
+    state, _, _ = step_lib.make_train_chunk(cfg, 50)(state, loop.task_bits(cfg))
+    states.append((initial, jax.tree.map(lambda a, i=i: np.asarray(a[i]), state.params)))
+  (grid_init, grid_params), (solo_init, solo_params) = states
+  for a, b in zip(jax.tree.leaves(grid_init), jax.tree.leaves(solo_init), strict=True):
+    np.testing.assert_array_equal(a, b)
+  chex.assert_trees_all_close(grid_params, solo_params, rtol=1e-5, atol=1e-6)
