@@ -49,3 +49,18 @@ def test_weight_decay_value_is_live():
   kernels = [(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
              if x.ndim > 1]
   assert all(not np.allclose(x, y) for x, y in kernels)
+
+
+def test_weight_decay_sweep_changes_the_runs():
+  """Through the real training step: runs that differ only in weight decay end apart, and the
+  decayed run has the smaller kernel norm."""
+  from compgen_jax.training import loop, runs
+  from compgen_jax.training import step as step_lib
+
+  cfg = load_config("hyperteacher", "tiny", **{"num_seeds": 1, "sweep.weight_decay": (0.0, 3.0)})
+  grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
+  state = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
+  state, _, _ = step_lib.make_train_chunk(cfg, 50)(state, loop.task_bits(cfg))
+  kernels = [np.asarray(p) for p in jax.tree.leaves(state.params) if p.ndim > 2]
+  norms = [sum(float(np.sum(k[r] ** 2)) for k in kernels) for r in range(2)]
+  assert norms[1] < 0.9 * norms[0], norms
