@@ -2,9 +2,13 @@
 
 M=16, K=3, I=H=O=16, discrete weights, random support with a quarter held out, AdamW at the
 paper's lr 3e-4 and weight decay 3e-3, 128 tasks x 16 samples per step, MLP 4x256 (the reference's
-depth at a CPU width). The threshold was measured on this code (seed 0) and sits below the
-reference code's own curve at the same setting (see docs/evaluation.md); the statistics of the
-teacher itself are checked against an independent numpy teacher in test_hyperteacher.py.
+depth at a CPU width). The authors' code at this exact setting reaches OOD R^2 0.636 / 0.689
+(seeds 0 / 1) after 500 steps and this code 0.652 / 0.662 (docs/evaluation.md, "Checked against
+the reference code"); this code measured 0.68 after 600 steps on seed 0 (tests' XLA flags). With
+the teacher or the optimiser of the paper broken (too little teacher variance, weight decay off,
+a wrong learning rate) the curve moves, so a threshold below the reference's own 500-step value
+catches a regression without depending on float details. The teacher's statistics are checked
+against an independent numpy teacher in test_hyperteacher.py.
 """
 
 import numpy as np
@@ -13,7 +17,7 @@ from compgen_jax.training import loop
 from tests.helpers import load_config
 
 STEPS = 600
-MIN_OOD_R2 = 0.55
+MIN_OOD_R2 = 0.6
 
 
 def test_mlp_4x256_at_paper_lr_learns_the_real_teacher(tmp_path):
