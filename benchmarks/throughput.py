@@ -10,18 +10,17 @@ never asserted.
 """
 
 import os
-import sys
 import time
 
 import jax
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from compgen_jax import cli
+from compgen_jax.analysis import report
+from compgen_jax.training import loop, runs
+from compgen_jax.training import step as step_lib
 
-from compgen_jax.analysis import report  # noqa: E402
-from compgen_jax.training import loop, runs  # noqa: E402
-from compgen_jax.training import step as step_lib  # noqa: E402
-from tests.helpers import load_config  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _WIDTHS = flags.DEFINE_list("widths", ["128", "256", "512", "1024"], "MLP widths (depth 4).")
 _RUNS = flags.DEFINE_list("runs", ["1", "8"], "Numbers of vmapped runs.")
@@ -98,8 +97,9 @@ def main(argv):
   peak = matmul_peak_gflops()
   rows = []
   for width in map(int, _WIDTHS.value):
-    cfg = load_config("hyperteacher", "paper", **{"student.width": width})
+    cfg = cli.load_config_file(os.path.join(REPO, "configs", "hyperteacher.py") + ":paper")
     cfg.unlock()
+    cfg.student.width = width
     slow = slow_steps_per_s(cfg)
     samples = cfg.train.batch_size * cfg.task.num_samples
     gflop = step_gflop(cfg)
