@@ -8,10 +8,12 @@ scatter PNG into --out.
 """
 
 import glob
+import os
 
 from absl import flags
 
 from compgen_jax import cli
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import correlation
 
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "Workdirs (glob patterns allowed).")
@@ -20,9 +22,15 @@ _LAM = flags.DEFINE_float("lam", None, "Probe lambda to report (default: the fir
 flags.mark_flags_as_required(["workdirs", "out"])
 
 
+def _is_workdir(path: str) -> bool:
+  return os.path.isfile(os.path.join(path, workdir_lib.CONFIG_FILE))
+
+
 def main(argv):
   del argv
-  workdirs = [p for pattern in _WORKDIRS.value for p in (sorted(glob.glob(pattern)) or [pattern])]
+  # A glob over a sweep dir also matches its bookkeeping (index.json, logs/): keep workdirs only.
+  workdirs = [p for pattern in _WORKDIRS.value
+              for p in ([m for m in sorted(glob.glob(pattern)) if _is_workdir(m)] or [pattern])]
   with cli.user_errors():
     print(correlation.write_report(workdirs, _OUT.value, _LAM.value))
 

@@ -1,0 +1,112 @@
+"""DIR/index.json: the sweep, and per program its overrides, command and how it ran.
+
+Rewritten atomically (temp file + rename) whenever a program starts or finishes, by the launching
+process only; a report reads it to find the workdirs and what failed. Statuses: pending, running,
+submitted (a SLURM job), done, failed. `skipped` marks a program this invocation found finished.
+"""
+
+import datetime
+import json
+import os
+import threading
+
+from compgen_jax.sweeps.spec import Sweep, shell
+
+INDEX_FILE = "index.json"
+
+
+def path(sweep_dir: str) -> str:
+  return os.path.join(sweep_dir, INDEX_FILE)
+
+
+def read(sweep_dir: str) -> dict:
+  """The index of a sweep dir ({} when there is none)."""
+  if not os.path.exists(path(sweep_dir)):
+    return {}
+  with open(path(sweep_dir)) as f:
+    return json.load(f)
+
+
+def write(sweep_dir: str, index: dict) -> None:
+  """Replaces the index atomically: a reader sees the old or the new file, never half of one."""
+  tmp = path(sweep_dir) + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(index, f, indent=2)
+  os.replace(tmp, path(sweep_dir))
+
+
+def _now() -> str:
+  return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
+  """An index of every program of `sweep`, keeping what `previous` recorded of the same
+  command (its status, wall time, job id)."""
+  old = {entry["name"]: entry for entry in previous.get("programs", [])}
+  entries = []
+  for program in sweep.programs:
+    entry = {"name": program.name, "overrides": program.overrides, "workdir": program.workdir,
+             "command": shell(program.command), "log": program.log, "status": "pending",
+             "exit_code": None, "stage": None, "wall_s": None, "error": None, "job_id": None,
+             "skipped": False}
+    if old.get(program.name, {}).get("command") == entry["command"]:
+      entry.update({k: old[program.name].get(k) for k in ("status", "exit_code", "stage",
+                                                           "wall_s", "error", "job_id")})
+    entries.append(entry)
+  return {"spec": sweep.spec, "name": sweep.name, "base": sweep.base,
+          "overrides": sweep.overrides, "sweep_dir": sweep.sweep_dir, "launcher": launcher,
+          "started": _now(), "updated": _now(), "programs": entries}
+
+
+class Index:
+  """The index and the progress lines, updated as programs start and finish (thread-safe)."""
+
+  def __init__(self, sweep: Sweep, launcher: str, to_run: list[str], echo=print):
+    self.sweep_dir, self.echo, self.total = sweep.sweep_dir, echo, len(to_run)
+    self.data = new(sweep, launcher, read(sweep.sweep_dir))
+    self.entries = {entry["name"]: entry for entry in self.data["programs"]}
+    self.started = self.ended = 0
+    self._lock = threading.Lock()
+    echo(f"sweep {sweep.name} ({sweep.spec}): {len(self.entries)} program(s), "
+         f"{len(self.entries) - len(to_run)} finished, {len(to_run)} to run ({launcher}) in "
+         f"{sweep.sweep_dir}")
+    for name, entry in self.entries.items():
+      if name in to_run:
+        entry.update(status="pending", skipped=False)
+      else:
+        entry.update(status="done", skipped=True)
+        echo(f"  skip    {name} (finished)")
+    self._write()
+
+  def _write(self) -> None:
+    self.data["updated"] = _now()
+    write(self.sweep_dir, self.data)
+
+  def start(self, name: str) -> None:
+    with self._lock:
+      self.started += 1
+      self.entries[name].update(status="running", exit_code=None, stage=None, error=None)
+      self._write()
+      self.echo(f"[{self.started}/{self.total}] start  {name}")
+
+  def submitted(self, name: str, job_id: str) -> None:
+    with self._lock:
+      self.started += 1
+      self.entries[name].update(status="submitted", job_id=job_id, exit_code=None, error=None)
+      self._write()
+      self.echo(f"[{self.started}/{self.total}] submitted {name} (job {job_id})")
+
+  def finish(self, name: str, outcome: dict) -> None:
+    with self._lock:
+      self.ended += 1
+      self.entries[name].update(outcome)
+      self._write()
+      wall = "" if outcome["wall_s"] is None else f" in {outcome['wall_s']:.1f} s"
+      line = f"[{self.ended}/{self.total}] {outcome['status']:<6} {name}{wall}"
+      if outcome["status"] == "failed":
+        line += (f" (exit {outcome['exit_code']} in {outcome['stage']}; log {outcome['log']}"
+                 + (f"; {outcome['error']}" if outcome.get("error") else "") + ")")
+      self.echo(line)
+
+  def failures(self) -> list[dict]:
+    return [entry for entry in self.entries.values() if entry["status"] == "failed"]

@@ -1,0 +1,69 @@
+"""run_sweep: validate every program, then print them (dry run) or run the unfinished ones,
+locally (sequentially or N at a time) or through submitit, recording each in the index."""
+
+import functools
+import os
+from concurrent import futures
+
+from compgen_jax.sweeps import index as index_lib
+from compgen_jax.sweeps import program as program_lib
+from compgen_jax.sweeps import slurm
+from compgen_jax.sweeps import spec as spec_lib
+from compgen_jax.sweeps.index import Index
+from compgen_jax.sweeps.spec import Program, Sweep
+from compgen_jax.types import ConfigError
+
+LAUNCHERS = ("local", *slurm.CLUSTERS)
+echo = functools.partial(print, flush=True)
+
+
+def dry_run(sweep: Sweep) -> None:
+  """Prints each program's train.py command line (run from the repository root)."""
+  echo(f"# sweep {sweep.name} ({sweep.spec}): {len(sweep.programs)} programs; run from "
+       f"{spec_lib.REPO}")
+  for program in sweep.programs:
+    echo(spec_lib.shell(program.command))
+
+
+def run_local(to_run: list[Program], parallel: int, probe: bool, evaluate: bool,
+              index: Index) -> None:
+  """Runs the programs as subprocesses, `parallel` at a time; one failing never stops the rest."""
+  def work(program: Program) -> None:
+    index.start(program.name)
+    index.finish(program.name, program_lib.run(program, probe, evaluate))
+
+  with futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+    running = [pool.submit(work, program) for program in to_run]
+    try:
+      for done in futures.as_completed(running):
+        done.result()
+    except KeyboardInterrupt:
+      pool.shutdown(wait=False, cancel_futures=True)  # the running ones got the SIGINT too
+      raise
+
+
+def run_sweep(spec: str, sweep_dir: str, launcher: str = "local", parallel: int = 1,
+              dry: bool = False, probe: bool = False, evaluate: bool = False,
+              slurm_options: slurm.Options | None = None) -> list[dict]:
+  """Runs (or, `dry`, prints) the sweep config `spec` into `sweep_dir`; returns the index
+  entries of the programs that failed. Nothing is written before every program validates."""
+  if launcher not in LAUNCHERS:
+    raise ConfigError("launcher", f"unknown {launcher!r}; allowed: {', '.join(LAUNCHERS)}")
+  if parallel < 1 or (parallel > 1 and launcher != "local"):
+    raise ConfigError("parallel", f"must be >= 1, and 1 unless the launcher is local (SLURM: "
+                      f"slurm_array_parallelism), got {parallel} with {launcher}")
+  sweep = spec_lib.load(spec, sweep_dir)
+  if dry:
+    dry_run(sweep)
+    return []
+  to_run = [p for p in sweep.programs if program_lib.pending_stages(p, probe, evaluate)]
+  os.makedirs(sweep.sweep_dir, exist_ok=True)
+  index = Index(sweep, launcher, [p.name for p in to_run], echo)
+  if launcher == "local":
+    run_local(to_run, parallel, probe, evaluate, index)
+  elif to_run:
+    slurm.run(sweep, to_run, launcher, slurm_options or slurm.Options(), probe, evaluate, index)
+  failures = index.failures()
+  echo(f"sweep {sweep.name}: {len(sweep.programs) - len(failures)} done, {len(failures)} failed; "
+       f"index {index_lib.path(sweep.sweep_dir)}")
+  return failures

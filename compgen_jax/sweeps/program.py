@@ -1,0 +1,83 @@
+"""One program's work, the same under every launcher: train (resuming), then probe / evaluate.
+
+What is left to do is read from the workdir each time, so a re-run, or a SLURM job requeued after
+preemption, does only that: train.py resumes from the latest checkpoint.
+"""
+
+import datetime
+import os
+import shlex
+import subprocess
+import time
+
+import jax
+
+from compgen_jax import checkpointing, metric_writer
+from compgen_jax.evaluation import standalone
+from compgen_jax.sweeps.spec import REPO, Program
+from compgen_jax.training import loop
+
+# stage -> (binary in experiments/, the file its rows go to, extra flags)
+FOLLOW_UPS = {"probe": ("probe.py", standalone.PROBE_FILE, ()),
+              "evaluate": ("evaluate.py", standalone.EVAL_FILE, ("--every",))}
+
+
+def host_only() -> None:
+  """The launcher only checks files and starts programs: keep its JAX off the accelerator,
+  which belongs to the programs. Call before anything touches a JAX backend."""
+  jax.config.update("jax_platforms", "cpu")
+
+
+def finished(program: Program) -> bool:
+  """Training is done: the workdir holds the checkpoint of step train.num_steps."""
+  steps = checkpointing.available_steps(os.path.join(program.workdir, loop.CHECKPOINT_DIR))
+  return program.num_steps in steps
+
+
+def _has_step(path: str, step: int) -> bool:
+  return any(row.get("step") == step for row in metric_writer.read_rows(path))
+
+
+def pending_stages(program: Program, probe: bool = False, evaluate: bool = False) -> list[str]:
+  """The stages still to run: train unless finished; probe / evaluate (when asked for) unless
+  their jsonl file already has rows of the final step."""
+  stages = [] if finished(program) else ["train"]
+  for stage, wanted in (("probe", probe), ("evaluate", evaluate)):
+    if wanted and not _has_step(os.path.join(program.workdir, FOLLOW_UPS[stage][1]),
+                                program.num_steps):
+      stages.append(stage)
+  return stages
+
+
+def stage_command(program: Program, stage: str) -> tuple[str, ...]:
+  """The command line of a stage (run from the repository root)."""
+  if stage == "train":
+    return program.command
+  binary, _, extra = FOLLOW_UPS[stage]
+  return (program.command[0], os.path.join("experiments", binary),
+          f"--workdir={program.workdir}", *extra)
+
+
+def outcome(status: str, exit_code: int | None, stage: str | None, wall_s: float | None,
+            log: str, error: str | None = None) -> dict:
+  """What the index records of one program's run."""
+  return {"status": status, "exit_code": exit_code, "stage": stage,
+          "wall_s": None if wall_s is None else round(wall_s, 2), "log": log, "error": error}
+
+
+def run(program: Program, probe: bool = False, evaluate: bool = False) -> dict:
+  """Runs the program's pending stages in order, appending their output to program.log; stops
+  at the first that fails. Returns its `outcome`."""
+  start = time.monotonic()
+  os.makedirs(os.path.dirname(program.log), exist_ok=True)
+  with open(program.log, "a") as log:
+    for stage in pending_stages(program, probe, evaluate):
+      command = stage_command(program, stage)
+      now = datetime.datetime.now().isoformat(timespec="seconds")
+      log.write(f"### {now} {stage}: {shlex.join(command)}\n")
+      log.flush()
+      code = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                            check=False).returncode
+      if code:
+        return outcome("failed", code, stage, time.monotonic() - start, program.log)
+  return outcome("done", 0, None, time.monotonic() - start, program.log)

@@ -1,0 +1,93 @@
+"""Programs as SLURM jobs through submitit (one job array), waited on until they end.
+
+`submitit_local` runs the same path with submitit's LocalExecutor (jobs are local processes,
+all at once), so it is tested without a cluster. A job that SLURM preempts or times out is
+requeued by submitit (ProgramJob is Checkpointable) and train.py resumes from its checkpoints.
+"""
+
+import os
+from typing import NamedTuple
+
+import submitit
+
+from compgen_jax.sweeps import program as program_lib
+from compgen_jax.sweeps.index import Index
+from compgen_jax.sweeps.spec import Program, Sweep
+
+CLUSTERS = {"slurm": "slurm", "submitit_local": "local"}  # launcher -> submitit cluster
+POLL_S = {"slurm": 30.0, "local": 1.0}
+FOLDER = "slurm"  # submitit's pickles and job logs, in the sweep dir
+ACTIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
+          "RESIZING")
+
+
+class Options(NamedTuple):
+  partition: str | None = None
+  time_min: int = 720
+  gpus: int = 1
+  cpus: int | None = None
+  mem_gb: int | None = None
+  array_parallelism: int | None = None
+
+
+class ProgramJob(submitit.helpers.Checkpointable):
+  """One program as a submitit job: program.run on the node (requeued as is on preemption)."""
+
+  def __init__(self, program: Program, probe: bool, evaluate: bool):
+    self.program, self.probe, self.evaluate = program, probe, evaluate
+
+  def __call__(self) -> dict:
+    program_lib.host_only()
+    return program_lib.run(self.program, self.probe, self.evaluate)
+
+
+def executor(sweep: Sweep, cluster: str, options: Options) -> submitit.AutoExecutor:
+  """An AutoExecutor writing to DIR/slurm with the flags' resources (None: cluster default)."""
+  ex = submitit.AutoExecutor(folder=os.path.join(sweep.sweep_dir, FOLDER), cluster=cluster)
+  ex.update_parameters(name=f"sweep_{sweep.name}", timeout_min=options.time_min,
+                       gpus_per_node=options.gpus, cpus_per_task=options.cpus,
+                       mem_gb=options.mem_gb, slurm_partition=options.partition,
+                       slurm_array_parallelism=options.array_parallelism)
+  return ex
+
+
+def still_queued(sweep_dir: str, job_id: str | None):
+  """The SLURM job of an earlier launch when it is still queued or running, else None: a
+  relaunch waits on it instead of submitting a second job into the same workdir."""
+  if not job_id:
+    return None
+  job = submitit.SlurmJob(os.path.join(sweep_dir, FOLDER), job_id)
+  return job if job.state.split(" ")[0] in ACTIVE else None
+
+
+def _outcome(job, program: Program) -> dict:
+  try:
+    return job.result()
+  except Exception as e:  # noqa: BLE001 - the job died (killed, timed out, node failure)
+    error = str(e).strip().splitlines()[-1:] or [type(e).__name__]
+    return program_lib.outcome("failed", None, "job", None, program.log, error[0][:300])
+
+
+def run(sweep: Sweep, to_run: list[Program], launcher: str, options: Options, probe: bool,
+        evaluate: bool, index: Index) -> None:
+  """Submits every program of `to_run` as one job array and records each as it ends."""
+  cluster = CLUSTERS[launcher]
+  jobs = {}
+  if cluster == "slurm":
+    for program in to_run:
+      job = still_queued(sweep.sweep_dir, index.entries[program.name]["job_id"])
+      if job is not None:
+        jobs[program.name] = job
+  new = [p for p in to_run if p.name not in jobs]
+  if new:
+    ex = executor(sweep, cluster, options)
+    with ex.batch():
+      submitted = [ex.submit(ProgramJob(p, probe, evaluate)) for p in new]
+    jobs.update({p.name: job for p, job in zip(new, submitted, strict=True)})
+  for name, job in jobs.items():
+    index.submitted(name, str(job.job_id))
+  programs = {p.name: p for p in to_run}
+  by_id = {job.job_id: name for name, job in jobs.items()}
+  for job in submitit.helpers.as_completed(list(jobs.values()), poll_frequency=POLL_S[cluster]):
+    name = by_id[job.job_id]
+    index.finish(name, _outcome(job, programs[name]))

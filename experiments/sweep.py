@@ -1,0 +1,67 @@
+"""Runs a sweep: one experiments/train.py program per setting of the shape-changing axes.
+
+  python experiments/sweep.py --config=configs/sweeps/width_depth_demo.py:tiny --sweep_dir=/tmp/wd
+  python experiments/sweep.py --config=configs/sweeps/width_depth_demo.py:cpu --sweep_dir=/tmp/wd \
+      --dry_run                                   # print the train.py command lines, run nothing
+  python experiments/sweep.py --config=configs/sweeps/width_depth_demo.py:paper --sweep_dir=/x \
+      --launcher=slurm --slurm_partition=gpu --slurm_time=600 --probe --evaluate
+
+Every program is validated before any starts (exit 2 naming the program and field). Re-running
+the same command skips finished programs and resumes unfinished ones. Each program's output goes
+to DIR/logs/<name>.log; DIR/index.json records what ran. Exit status 1 when a program failed.
+"""
+
+import sys
+
+from absl import flags
+
+from compgen_jax import cli
+from compgen_jax.sweeps import launch, slurm
+from compgen_jax.sweeps import program as program_lib
+
+_CONFIG = flags.DEFINE_string("config", None, "Sweep config with preset, e.g. "
+                              "configs/sweeps/width_depth_demo.py:tiny.")
+_SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "Directory of the sweep: one workdir per "
+                                 "program, logs/, index.json; an existing one is resumed.")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the command lines; start and write nothing.")
+_LAUNCHER = flags.DEFINE_enum("launcher", "local", launch.LAUNCHERS, "local: subprocesses on "
+                              "this machine; slurm: a submitit job array; submitit_local: the "
+                              "slurm path with submitit's local executor (for testing).")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "local: programs run at once. Each program "
+                                 "already uses every core (XLA) or the accelerator, so 1 is "
+                                 "right on a small machine or one GPU.", lower_bound=1)
+_PROBE = flags.DEFINE_bool("probe", False, "After training, run experiments/probe.py on each "
+                           "program (skipped when probes.jsonl has its final step).")
+_EVALUATE = flags.DEFINE_bool("evaluate", False, "After training, run experiments/evaluate.py "
+                              "--every on each program (skipped when eval.jsonl has its final "
+                              "step).")
+_PARTITION = flags.DEFINE_string("slurm_partition", None, "SLURM partition (default: the "
+                                 "cluster's).")
+_TIME = flags.DEFINE_integer("slurm_time", 720, "Time limit per job, minutes.", lower_bound=1)
+_GPUS = flags.DEFINE_integer("slurm_gpus", 1, "GPUs per job.", lower_bound=0)
+_CPUS = flags.DEFINE_integer("slurm_cpus", None, "CPUs per job (default: the cluster's).")
+_MEM = flags.DEFINE_integer("slurm_mem_gb", None, "Memory per job, GB (default: the cluster's).")
+_ARRAY = flags.DEFINE_integer("slurm_array_parallelism", None, "Jobs of the array running at "
+                              "once (default: submitit's).")
+flags.mark_flags_as_required(["config", "sweep_dir"])
+
+
+def main(argv):
+  del argv
+  cli.quiet_logging()
+  program_lib.host_only()
+  options = slurm.Options(_PARTITION.value, _TIME.value, _GPUS.value, _CPUS.value, _MEM.value,
+                          _ARRAY.value)
+  with cli.user_errors():
+    failures = launch.run_sweep(_CONFIG.value, _SWEEP_DIR.value, _LAUNCHER.value,
+                                _PARALLEL.value, _DRY_RUN.value, _PROBE.value, _EVALUATE.value,
+                                options)
+  if failures:
+    print(f"error: {len(failures)} program(s) failed: " + "; ".join(
+        f"{f['name']} (exit {f['exit_code']} in {f['stage']}, log {f['log']})"
+        for f in failures), file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  cli.run(main)

@@ -1,0 +1,219 @@
+"""The sweep launcher: expansion and names, validation before anything runs, local and submitit
+runs, skipping finished programs and resuming interrupted ones (experiments/sweep.py)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.sweeps import index as index_lib
+from compgen_jax.sweeps import launch, slurm, spec
+from compgen_jax.sweeps import program as program_lib
+from compgen_jax.types import ConfigError
+from tests.helpers import REPO
+
+SWEEP_CONFIG = '''
+import ml_collections
+
+PROGRAMS = {
+    "two": ({"student.width": 8}, {"student.width": 16}),
+    "one": ({"student.width": 8},),
+    "failing": ({"student.width": 8}, {"student.width": 16, "optim.learning_rate": 1e30}),
+    "bad_support": ({"student.width": 8}, {"student.width": 16, "task.support": "bogus"}),
+    "duplicate": ({"student.width": 8}, {"student": {"width": 8}}),
+    "unknown_field": ({"student.widht": 8},),
+}
+
+
+def get_config(preset):
+  cfg = ml_collections.ConfigDict()
+  cfg.name = "test_" + preset
+  cfg.base = "configs/hyperteacher.py:tiny"
+  cfg.overrides = {"num_seeds": 1, "train": {"num_steps": 100 if preset == "one" else 200}}
+  cfg.programs = PROGRAMS.get(preset, PROGRAMS["one"])
+  if preset == "extra_field":
+    cfg.seeds = 3
+  return cfg
+'''
+
+
+@pytest.fixture(scope="module")
+def sweep_file(tmp_path_factory):
+  path = tmp_path_factory.mktemp("configs") / "test_sweep.py"
+  path.write_text(SWEEP_CONFIG)
+  return str(path)
+
+
+def _sweep(*args):
+  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "sweep.py"), *args],
+                        capture_output=True, text=True, cwd=REPO, timeout=600)
+
+
+def _programs(index: dict) -> dict:
+  return {entry["name"]: entry for entry in index["programs"]}
+
+
+@pytest.fixture(scope="module")
+def two_done(sweep_file, tmp_path_factory):
+  """A finished local sweep of two tiny programs (widths 8 and 16, 200 steps)."""
+  sweep_dir = str(tmp_path_factory.mktemp("sweep") / "two")
+  result = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+  return sweep_dir, result
+
+
+def test_names_overrides_and_command_lines():
+  programs = ({"task.num_modules": 8, "task.max_hotness": 2}, {"encoding.name": "orthogonal"},
+              {"student": {"widths": (64, 32)}, "sweep.frac_ood": (0.5,)})
+  assert [name for name, _ in spec.expand(programs)] == [
+      "M8_K2", "encoding-orthogonal", "widths-64-32_frac_ood-0.5"]
+  assert spec.override_args({"sweep.frac_ood": (0.25, 0.5), "sweep.learning_rate": (1e-05,),
+                             "encoding.name": "tokens", "train.progress": False}) == [
+      "--config.sweep.frac_ood=(0.25,0.5)", "--config.sweep.learning_rate=(1e-05,)",
+      "--config.encoding.name=tokens", "--config.train.progress=False"]
+  # Every value type comes back from the command line exactly as the sweep config gave it.
+  overrides = {"optim.learning_rate": 1e-05, "sweep.frac_ood": (0.25, 0.5),
+               "sweep.weight_decay": (0.1,), "train.evaluators": ("id",),
+               "train.progress": True, "encoding.name": "orthogonal", "student.widths": (8, 4)}
+  base = spec.resolve_base("configs/hyperteacher.py:tiny")
+  cfg = spec.program_config(base, "p", overrides)
+  for path, value in overrides.items():
+    section, field = path.split(".")
+    assert cfg[section][field] == value and type(cfg[section][field]) is type(value), path
+
+
+def test_example_sweep_config_expands_and_validates(tmp_path):
+  sizes = {}
+  for preset in ("tiny", "cpu", "paper"):
+    sweep = spec.load(f"{REPO}/configs/sweeps/width_depth_demo.py:{preset}", str(tmp_path / "s"))
+    sizes[preset] = len(sweep.programs)
+    assert len({p.name for p in sweep.programs}) == len(sweep.programs)
+    assert all(p.workdir == str(tmp_path / "s" / p.name) for p in sweep.programs)
+  assert sizes == {"tiny": 4, "cpu": 4, "paper": 9}
+  assert "--config.sweep.frac_ood=(0.25,0.5,0.75)" in sweep.programs[0].command
+  assert sweep.programs[0].name == "width-256_depth-2"
+  assert not os.path.exists(tmp_path / "s")
+
+
+@pytest.mark.parametrize("preset, field, words", [
+    ("duplicate", "sweep_config.programs[1]", ["width-8", "twice"]),
+    ("unknown_field", "student.widht", ["widht", "width"]),
+    ("extra_field", "sweep_config.seeds", ["name, base, overrides, programs"]),
+])
+def test_sweep_config_errors_name_the_field(sweep_file, tmp_path, preset, field, words):
+  with pytest.raises(ConfigError) as e:
+    spec.load(f"{sweep_file}:{preset}", str(tmp_path / "s"))
+  assert e.value.field == field and all(w in str(e.value) for w in words), str(e.value)
+  assert not os.path.exists(tmp_path / "s")
+
+
+def test_bad_program_fails_before_any_workdir_exists(sweep_file, tmp_path):
+  sweep_dir = tmp_path / "s"
+  result = _sweep(f"--config={sweep_file}:bad_support", f"--sweep_dir={sweep_dir}")
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+  assert "width-16_support-bogus" in lines[0] and "task.support" in lines[0], lines[0]
+  assert not os.path.exists(sweep_dir)  # not even the valid program's workdir
+
+
+def test_dry_run_prints_commands_and_writes_nothing(sweep_file, tmp_path, capsys):
+  sweep_dir = tmp_path / "s"
+  assert launch.run_sweep(f"{sweep_file}:two", str(sweep_dir), dry=True) == []
+  commands = [l for l in capsys.readouterr().out.splitlines() if not l.startswith("#")]
+  assert len(commands) == 2 and all("experiments/train.py" in c for c in commands)
+  assert f"--workdir={sweep_dir}/width-16" in commands[1]
+  assert "--config.student.width=16" in commands[1]
+  assert not os.path.exists(sweep_dir)
+
+
+def test_local_run_makes_a_workdir_per_program_and_the_index(two_done, sweep_file):
+  sweep_dir, result = two_done
+  index = index_lib.read(sweep_dir)
+  assert index["spec"] == f"{sweep_file}:two" and index["base"] == "configs/hyperteacher.py:tiny"
+  entries = _programs(index)
+  assert sorted(entries) == ["width-16", "width-8"]
+  sweep = spec.load(f"{sweep_file}:two", sweep_dir)
+  for program in sweep.programs:
+    entry = entries[program.name]
+    assert entry["status"] == "done" and entry["exit_code"] == 0 and entry["wall_s"] > 0
+    assert entry["overrides"] == {"student.width": int(program.name.split("-")[1])}
+    assert os.path.isdir(os.path.join(program.workdir, "checkpoints", "200"))
+    assert "train:" in open(entry["log"]).read()
+    # train.py read back exactly the config the launcher validated.
+    cfg = spec.program_config(spec.resolve_base(sweep.base), program.name,
+                              {**sweep.overrides, **program.overrides})
+    with open(os.path.join(program.workdir, "config.json")) as f:
+      assert json.load(f) == workdir_lib.config_dict(cfg)
+  assert "[2/2] done" in result.stdout
+
+
+def test_rerun_skips_finished_programs(two_done, sweep_file):
+  sweep_dir, _ = two_done
+  metrics = os.path.join(sweep_dir, "width-8", "metrics.jsonl")
+  mtime = os.path.getmtime(metrics)
+  again = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "skip    width-8" in again.stdout and "start" not in again.stdout
+  assert os.path.getmtime(metrics) == mtime
+  entries = _programs(index_lib.read(sweep_dir))
+  assert all(e["skipped"] and e["status"] == "done" and e["wall_s"] > 0 for e in entries.values())
+
+
+def test_interrupted_program_resumes_to_the_uninterrupted_metrics(two_done, sweep_file, tmp_path):
+  done_dir, _ = two_done
+  sweep_dir = str(tmp_path / "interrupted")
+  shutil.copytree(done_dir, sweep_dir, ignore=shutil.ignore_patterns("index.json", "logs"))
+  # Killed after the checkpoint of step 100: its metrics.jsonl already has rows past it.
+  shutil.rmtree(os.path.join(sweep_dir, "width-8", "checkpoints", "200"))
+  result = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+  assert "start  width-8" in result.stdout and "skip    width-16" in result.stdout
+  rows = metric_writer.read_rows(os.path.join(sweep_dir, "width-8", "metrics.jsonl"))
+  assert rows == metric_writer.read_rows(os.path.join(done_dir, "width-8", "metrics.jsonl"))
+  entries = _programs(index_lib.read(sweep_dir))
+  assert not entries["width-8"]["skipped"] and entries["width-16"]["skipped"]
+
+
+def test_failed_program_is_recorded_and_the_others_run(sweep_file, tmp_path):
+  sweep_dir = tmp_path / "s"
+  result = _sweep(f"--config={sweep_file}:failing", f"--sweep_dir={sweep_dir}", "--parallel=2")
+  assert result.returncode == 1
+  assert "width-16_learning_rate-1e" in result.stderr and "exit 2" in result.stderr
+  entries = _programs(index_lib.read(str(sweep_dir)))
+  failed = entries["width-16_learning_rate-1e+30"]
+  assert (failed["status"], failed["exit_code"], failed["stage"]) == ("failed", 2, "train")
+  assert "non-finite" in open(failed["log"]).read()
+  assert entries["width-8"]["status"] == "done"
+  assert os.path.isdir(sweep_dir / "width-8" / "checkpoints" / "200")
+
+
+def test_submitit_local_runs_a_program_then_evaluates_it(sweep_file, tmp_path):
+  sweep_dir = tmp_path / "s"
+  result = _sweep(f"--config={sweep_file}:one", f"--sweep_dir={sweep_dir}",
+                  "--launcher=submitit_local", "--evaluate")
+  assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+  entry = _programs(index_lib.read(str(sweep_dir)))["width-8"]
+  assert entry["status"] == "done" and entry["job_id"], entry
+  assert os.listdir(sweep_dir / "slurm")  # submitit's own pickles and logs
+  program = spec.load(f"{sweep_file}:one", str(sweep_dir)).programs[0]
+  assert program_lib.finished(program)
+  assert {r["step"] for r in metric_writer.read_rows(str(sweep_dir / "width-8" / "eval.jsonl"))
+          } == {100}
+  assert program_lib.pending_stages(program, evaluate=True) == []
+  assert program_lib.pending_stages(program, probe=True) == ["probe"]
+
+
+def test_relaunch_waits_on_a_slurm_jobstill_queued(monkeypatch):
+  class FakeJob:  # submitit.SlurmJob reads the state from sacct, which only a cluster has
+    def __init__(self, folder, job_id):
+      self.state = {"1_0": "RUNNING", "2_0": "PENDING", "3_0": "COMPLETED"}[job_id]
+
+  monkeypatch.setattr(slurm.submitit, "SlurmJob", FakeJob)
+  assert [slurm.still_queued("/d", j) is not None for j in ("1_0", "2_0", "3_0", None)] == [
+      True, True, False, False]
