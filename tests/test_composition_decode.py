@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from compgen_jax.composition import decode, letters, lm
+from compgen_jax.composition import decode, diagnostics, evaluate, letters, lm
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -118,3 +118,57 @@ def test_layouts():
   np.testing.assert_array_equal(np.asarray(target[1]), (np.arange(11) >= 4) & (np.arange(11) <= 6))
   with pytest.raises(ValueError, match="X>Y"):
     letters.parse_sub("A>b")
+
+
+def _fixed_model(logits_V) -> lm.Model:
+  """The same next-token logits at every step (no params): a planted distribution."""
+  logits_V = jnp.asarray(logits_V, jnp.float32)
+
+  def forward(params, tokens_BxT):
+    del params
+    return jnp.broadcast_to(logits_V, tokens_BxT.shape + logits_V.shape)
+
+  def step(params, tokens_B, cache):
+    del params
+    return jnp.broadcast_to(logits_V, tokens_B.shape + logits_V.shape), cache
+
+  return lm.Model(forward=forward, init_cache=lambda b, t: (), step=step)
+
+
+def test_models_with_minus_inf_logits_decode_to_finite_log_z():
+  base = np.linspace(-1.0, 1.0, V)
+  zero_in_bg, zero_in_expert = 5, 9  # the background rules out 5, the expert 9
+  bg = _fixed_model(np.where(np.arange(V) == zero_in_bg, -np.inf, base))
+  expert = _fixed_model(np.where(np.arange(V) == zero_in_expert, -np.inf, base[::-1]))
+  tokens, forced, _ = _prompts(layout="concat")
+  out = decode.decode((bg, expert), (None, None), tokens, forced, eos_id=letters.EOS,
+                      pad_id=letters.PAD)
+  # one expert at lambda 1 is the expert itself (also where p_b = 0): log Z_t = log 1 = 0, up
+  # to float32 rounding at the clamp's scale (1e4), and the same tokens as the expert alone
+  log_z = np.asarray(out.log_z_BxT)
+  np.testing.assert_allclose(log_z, 0.0, atol=1e-3)
+  alone = decode.decode((expert,), (None,), tokens, forced, eos_id=letters.EOS,
+                        pad_id=letters.PAD)
+  np.testing.assert_array_equal(out.tokens_BxT, alone.tokens_BxT)
+  assert not np.any(np.asarray(out.tokens_BxT)[np.asarray(out.generated_BxT)] == zero_in_expert)
+  logp = decode.teacher_forced_logps((bg, expert), (None, None), out.tokens_BxT)
+  d = diagnostics.diagnose(logp[0], logp[1:], out.generated_BxT)
+  for k, v in d.items():
+    assert np.all(np.isfinite(np.asarray(v, np.float64)) | (k == "ortho_cos_KxK")), k
+
+
+def test_sampling_draws_fresh_keys_in_every_chunk():
+  # 8 copies of one prompt decoded in 2 chunks of 4 from the uniform model: with one key for
+  # every chunk, chunk 2 repeated chunk 1's draws exactly.
+  x = jnp.zeros((1, 8, 6), jnp.int32)
+  ref, forced, _ = evaluate.references(x, jnp.full((1, 8), 6), letters.table([]), "aligned")
+  cfg = ml_collections.ConfigDict(dict(compose=dict(greedy=False, temperature=1.0,
+                                                    eval_batch=4)))
+  tokens = evaluate.decode_all(cfg, (lm.uniform_model(V),), (None,), ref, forced,
+                               seed_keys_S=jax.random.key(0)[None])
+  gen = ~np.asarray(forced[0])
+  first, second = tokens[0, :4][:, gen[0]], tokens[0, 4:][:, gen[0]]
+  assert not np.array_equal(first, second)
+  # and every generated token is a draw from the uniform model: all ids occur, none dominates
+  first_tok = tokens[0, :, 2]
+  assert len(np.unique(first_tok)) >= 6

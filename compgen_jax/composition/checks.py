@@ -11,39 +11,44 @@ from compgen_jax.composition import arithmetic, evaluate, letters, suite
 from compgen_jax.composition.compose import compose
 from compgen_jax.composition.decode import teacher_forced_logps
 from compgen_jax.composition.diagnostics import total_variation
-from compgen_jax.composition.experiments import Ctx, _diag_row, _outputs
+from compgen_jax.composition.experiments import Ctx, _diag_row, _outputs, em_row
+
+
+def readings(subs: list[str]) -> dict[str, np.ndarray | None]:
+  """Tables of each reading of 'apply both' for two experts: parallel (one table; None, i.e.
+  undefined, when both rewrite the same letter), each expert alone, and sequential (the
+  first, then the second)."""
+  t1, t2 = letters.table(subs[:1]), letters.table(subs[1:])
+  return {"parallel": None if letters.conflicting(subs) else letters.table(subs),
+          f"only_{subs[0]}": t1, f"only_{subs[1]}": t2, "sequential": t2[t1]}
 
 
 def violations(ctx: Ctx) -> list[dict]:
   """Disjoint pair (reference), overlapping experts and chained experts, with diagnostics.
 
-  Success is scored against every reading of 'apply both': parallel (one table), each expert
-  alone (overlap: the two disagree on the shared letter) and sequential (chain: A>K then K>Z).
+  Success is scored against every reading of 'apply both' (`readings`); the parallel reading of
+  overlapping experts is undefined: exact_match_parallel is NaN and parallel_defined False.
   """
   cfg, c = ctx.cfg, ctx.cfg.compose
   cases = {"disjoint": suite.pairs(cfg)[0], "overlap": letters.parse_subs(c.overlap),
            "chain": letters.parse_subs(c.chain)}
   rows = []
   for case, subs in cases.items():
-    em, tokens, models, params = ctx.compose_em(ctx.p("identity"), subs, subs)
+    tokens, models, params = ctx.compose_tokens(ctx.p("identity"), subs)
     d = evaluate.diagnose(cfg, models, params, tokens)
-    t1, t2 = letters.table(subs[:1]), letters.table(subs[1:])
-    readings = {"parallel": em, f"only_{subs[0]}": _em(ctx, tokens, t1),
-                f"only_{subs[1]}": _em(ctx, tokens, t2), "sequential": _em(ctx, tokens, t2[t1])}
+    nan = np.full(tokens.shape[:2], np.nan, np.float32)
+    ems = {k: nan if t is None else ctx.score(tokens, t) for k, t in readings(subs).items()}
     fracs = _outcomes(ctx, tokens, subs)
     for s in range(cfg.num_seeds):
-      row = {"case": case, "experts": ",".join(subs), "seed": s, **_diag_row(d, s)}
-      row.update({f"exact_match_{k}": v[s].mean() for k, v in readings.items()})
+      row = {"case": case, "experts": ",".join(subs), "seed": s, **_diag_row(d, s),
+             "parallel_defined": not letters.conflicting(subs)}
+      for k, v in ems.items():
+        row.update(em_row(ctx, v, subs, s, f"exact_match_{k}"))
       row.update({f"outcome_{k}": v[s] for k, v in fracs.items()})
       row["flag_overlap"] = bool(row["overlap"] > c.overlap_tol)
       row["flag_ortho"] = bool(row["ortho_cos"] > c.ortho_cos_tol)
       rows.append(row)
   return rows
-
-
-def _em(ctx: Ctx, tokens, table_V) -> np.ndarray:
-  ref = evaluate.references(ctx.x, ctx.len, table_V, ctx.cfg.data.layout)[0]
-  return np.all(tokens == np.asarray(ref), axis=-1).astype(np.float32)
 
 
 def _outcomes(ctx: Ctx, tokens, subs) -> dict[str, np.ndarray]:
@@ -56,7 +61,8 @@ def _outcomes(ctx: Ctx, tokens, subs) -> dict[str, np.ndarray]:
     x = np.asarray(ctx.x[s])
     at = (x == src) & (np.arange(x.shape[1])[None] < np.asarray(ctx.len[s])[:, None])
     vals = y[at]
-    named = {"src": src, "dst1": dst1, "dst2": dst2 if src2 == src else letters.table(subs)[dst1]}
+    named = {"src": src, "dst1": dst1, "dst2": dst2 if src2 == src else readings(subs)[
+        "sequential"][src]}
     for k, v in named.items():
       out.setdefault(k, []).append(np.mean(vals == v) if vals.size else np.nan)
   return {k: np.asarray(v) for k, v in out.items()}
@@ -94,8 +100,8 @@ def arithmetic_equivalence(ctx: Ctx) -> list[dict]:
     own = [ctx.single_em(e, [s]) for e, s in ((e1, subs[0]), (e2, subs[1]))]
     for s in range(cfg.num_seeds):
       rows.append({"regime": regime, "seed": s, **{k: v[s] for k, v in gap.items()},
-                   "exact_match_task_arithmetic": em_ta[s].mean(),
-                   "exact_match_composition": em_c[s].mean(),
+                   **em_row(ctx, em_ta, subs, s, "exact_match_task_arithmetic"),
+                   **em_row(ctx, em_c, subs, s, "exact_match_composition"),
                    "exact_match_expert1_own": own[0][s].mean(),
                    "exact_match_expert2_own": own[1][s].mean()})
   return rows

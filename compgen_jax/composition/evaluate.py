@@ -55,17 +55,22 @@ def _pad_to(a: Array, size: int, axis: int = 1) -> Array:
 
 def decode_all(cfg, models: tuple, params: tuple, forced_SxBxT: Array, mask_SxBxT: Array,
                lam_K=None, seed_keys_S: Array | None = None) -> np.ndarray:
-  """Decoded tokens [S, B, T] of the composition, in chunks of compose.eval_batch strings."""
+  """Decoded tokens [S, B, T] of the composition, in chunks of compose.eval_batch strings.
+
+  When sampling, chunk c draws from fold_in(the seed's 'decode' key, c): no chunk repeats
+  another's draws.
+  """
   lam_K = jnp.ones((len(models) - 1,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
   s, b, _ = forced_SxBxT.shape
   keys = (jax.vmap(lambda k: rng.stream(k, "decode"))(seed_keys_S) if seed_keys_S is not None
           else jax.vmap(jax.random.key)(jnp.arange(s)))
   fn, batch = _decoder(tuple(models), bool(cfg.compose.greedy)), min(cfg.compose.eval_batch, b)
   out = []
-  for lo, hi in _chunks(b, batch):
+  for c, (lo, hi) in enumerate(_chunks(b, batch)):
+    keys_c = jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(keys)
     dec = fn(tuple(params), _pad_to(forced_SxBxT[:, lo:hi], batch),
              _pad_to(mask_SxBxT[:, lo:hi], batch), lam_K,
-             jnp.float32(cfg.compose.temperature), keys)
+             jnp.float32(cfg.compose.temperature), keys_c)
     out.append(np.asarray(dec.tokens_BxT)[:, :hi - lo])
   return np.concatenate(out, axis=1)
 
@@ -78,11 +83,19 @@ def exact_match(cfg, models: tuple, params: tuple, x_SxBxN, len_SxB, table_V, la
   return np.all(tokens == np.asarray(ref), axis=-1).astype(np.float32), tokens
 
 
+def mean_where(em_SxB: np.ndarray, mask_SxB: np.ndarray) -> np.ndarray:
+  """Per-seed mean of `em` over the strings in `mask` [S] (NaN for a seed with none)."""
+  count_S = mask_SxB.sum(axis=1)
+  total_S = np.where(mask_SxB, em_SxB, 0.0).sum(axis=1)
+  return np.where(count_S > 0, total_S / np.maximum(count_S, 1), np.nan)
+
+
 @functools.cache
-def _diagnoser(models: tuple, kl_threshold: float):
+def _diagnoser(models: tuple, kl_threshold: float, norm_floor: float):
   def one_seed(params, tokens_BxT, valid_BxT, lam_K):
     logp_MxBxTxV = decode_lib.teacher_forced_logps(models, params, tokens_BxT)
-    out = diagnostics.diagnose(logp_MxBxTxV[0], logp_MxBxTxV[1:], valid_BxT, lam_K, kl_threshold)
+    out = diagnostics.diagnose(logp_MxBxTxV[0], logp_MxBxTxV[1:], valid_BxT, lam_K, kl_threshold,
+                               norm_floor)
     out = {k: v for k, v in out.items() if not k.endswith("BxT")}
     logp_c_BxTxV, _ = compose_lib.compose(logp_MxBxTxV[0], logp_MxBxTxV[1:], lam_K)
     # next-token log-probs at position t score token t + 1: shift the target mask by one.
@@ -103,8 +116,9 @@ def diagnose(cfg, models: tuple, params: tuple, tokens_SxBxT, lam_K=None) -> dic
   tokens = jnp.asarray(tokens_SxBxT)[:, :cfg.compose.eval_batch]
   lam_K = jnp.ones((len(models) - 1,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
   valid = _predicts_output(tokens, cfg.data.layout)
-  return jax.device_get(_diagnoser(tuple(models), float(cfg.compose.kl_threshold))(
-      tuple(params), tokens, valid, lam_K))
+  diagnoser = _diagnoser(tuple(models), float(cfg.compose.kl_threshold),
+                        float(cfg.compose.ortho_norm_floor))
+  return jax.device_get(diagnoser(tuple(params), tokens, valid, lam_K))
 
 
 def _predicts_output(tokens_SxBxT: Array, layout: str) -> Array:

@@ -22,19 +22,43 @@ class Ctx:
   def p(self, task: str):
     return self.zoo.params[task]
 
+  def compose_tokens(self, background, experts: list[str], lam=None, bg_model=None):
+    """Decoded tokens [S, B, T] of experts composed over a background, with models, params."""
+    models = (bg_model or self.m,) + (self.m,) * len(experts)
+    params = (background,) + tuple(self.p(e) for e in experts)
+    # forced positions (BOS, input letters, SEP) do not depend on the target table
+    ref, forced, _ = evaluate.references(self.x, self.len, letters.table([]),
+                                         self.cfg.data.layout)
+    tokens = evaluate.decode_all(self.cfg, models, params, ref, forced, lam, self.keys)
+    return tokens, models, params
+
+  def score(self, tokens, table_V) -> np.ndarray:
+    """Exact match [S, B] of decoded tokens against `table_V` applied to the test strings."""
+    ref = evaluate.references(self.x, self.len, table_V, self.cfg.data.layout)[0]
+    return np.all(tokens == np.asarray(ref), axis=-1).astype(np.float32)
+
   def compose_em(self, background, experts: list[str], target_subs: list[str], lam=None,
                  bg_model=None):
     """Exact match [S, B] and decoded tokens of experts composed over a background."""
-    models = (bg_model or self.m,) + (self.m,) * len(experts)
-    params = (background,) + tuple(self.p(e) for e in experts)
-    em, tokens = evaluate.exact_match(self.cfg, models, params, self.x, self.len,
-                                      letters.table(target_subs), lam, self.keys)
-    return em, tokens, models, params
+    tokens, models, params = self.compose_tokens(background, experts, lam, bg_model)
+    return self.score(tokens, letters.table(target_subs)), tokens, models, params
 
   def single_em(self, params, target_subs: list[str], x=None, ln=None):
     x, ln = (self.x, self.len) if x is None else (x, ln)
     return evaluate.exact_match(self.cfg, (self.m,), (params,), x, ln,
                                 letters.table(target_subs), None, self.keys)[0]
+
+  def all_sources(self, subs: list[str]) -> np.ndarray:
+    """[S, B]: test strings containing every source letter of `subs`."""
+    return letters.contains_all_sources(self.x, self.len, subs)
+
+
+def em_row(ctx: Ctx, em_SxB: np.ndarray, subs: list[str], s: int, prefix: str = "exact_match"):
+  """Exact match of seed s over all strings and over the strings containing every source
+  letter (where every substitution has to act), with that subset's size."""
+  mask = ctx.all_sources(subs)
+  return {prefix: em_SxB[s].mean(), f"{prefix}_all_sources": evaluate.mean_where(em_SxB, mask)[s],
+          "num_all_sources": int(mask[s].sum())}
 
 
 def _diag_row(d: dict, s: int) -> dict:
@@ -51,7 +75,7 @@ def substitution(ctx: Ctx) -> list[dict]:
     em, tokens, models, params = ctx.compose_em(ctx.p("identity"), subs, subs, lam)
     d = evaluate.diagnose(ctx.cfg, models, params, tokens, lam)
     example = _example(ctx, tokens, subs)
-    rows += [{"pair": ",".join(subs), "seed": s, "exact_match": em[s].mean(), **_diag_row(d, s),
+    rows += [{"pair": ",".join(subs), "seed": s, **em_row(ctx, em, subs, s), **_diag_row(d, s),
               "example": example if s == 0 else ""} for s in range(ctx.cfg.num_seeds)]
   return rows
 
@@ -109,7 +133,8 @@ def baselines(ctx: Ctx) -> list[dict]:
     for s, p in zip(subs, experts, strict=True):
       methods[f"expert_{s}"] = ctx.single_em(p, subs)
     methods["background"] = ctx.single_em(bg, subs)
-    rows += [{"pair": ",".join(subs), "method": k, "seed": s, "exact_match": v[s].mean()}
+    rows += [{"pair": ",".join(subs), "method": k, "init": ctx.cfg.init, "seed": s,
+              **em_row(ctx, v, subs, s)}
              for k, v in methods.items() for s in range(ctx.cfg.num_seeds)]
   return rows
 
@@ -125,24 +150,27 @@ def background(ctx: Ctx) -> list[dict]:
       em, tokens, models, params = ctx.compose_em(bg, subs, subs, lam, bg_model)
       d = evaluate.diagnose(ctx.cfg, models, params, tokens, lam)
       rows += [{"pair": ",".join(subs), "background": name, "seed": s,
-                "exact_match": em[s].mean(), **_diag_row(d, s)}
+                **em_row(ctx, em, subs, s), **_diag_row(d, s)}
                for s in range(ctx.cfg.num_seeds)]
   return rows
 
 
 def k_experts(ctx: Ctx) -> list[dict]:
+  """k = 1..k_max disjoint experts; decoding pads unused slots with the background at weight 0
+  (one compile), the diagnostics see only the k experts in use."""
   cfg = ctx.cfg
   subs_all = letters.parse_subs(cfg.compose.k_experts)[:cfg.compose.k_max]
   bg, k_max, rows = ctx.p("identity"), len(subs_all), []
-  models = (ctx.m,) * (1 + k_max)  # unused slots hold the background with weight 0: one compile
+  models = (ctx.m,) * (1 + k_max)
   for k in range(1, k_max + 1):
-    params = (bg,) + tuple(ctx.p(s) for s in subs_all[:k]) + (bg,) * (k_max - k)
+    subs = subs_all[:k]
+    params = (bg,) + tuple(ctx.p(s) for s in subs) + (bg,) * (k_max - k)
     lam = np.asarray([1.0] * k + [0.0] * (k_max - k), np.float32)
-    em, _ = evaluate.exact_match(cfg, models, params, ctx.x, ctx.len,
-                                 letters.table(subs_all[:k]), lam, ctx.keys)
-    ref = evaluate.references(ctx.x, ctx.len, letters.table(subs_all[:k]), cfg.data.layout)[0]
-    d = evaluate.diagnose(cfg, models, params, ref, lam)
-    rows += [{"k": k, "experts": ",".join(subs_all[:k]), "seed": s, "exact_match": em[s].mean(),
+    em, _ = evaluate.exact_match(cfg, models, params, ctx.x, ctx.len, letters.table(subs), lam,
+                                 ctx.keys)
+    ref = evaluate.references(ctx.x, ctx.len, letters.table(subs), cfg.data.layout)[0]
+    d = evaluate.diagnose(cfg, models[:k + 1], params[:k + 1], ref, lam[:k])
+    rows += [{"k": k, "experts": ",".join(subs), "seed": s, **em_row(ctx, em, subs, s),
               **_diag_row(d, s), "p_eos_at_eos": d["p_eos_at_eos"][s],
               "max_p_eos_elsewhere": d["max_p_eos_elsewhere"][s]}
              for s in range(cfg.num_seeds)]

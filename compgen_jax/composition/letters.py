@@ -42,13 +42,35 @@ def parse_subs(text: str) -> list[str]:
   return subs
 
 
+def conflicting(subs: list[str]) -> bool:
+  """True when two substitutions rewrite the same letter (A>K with A>B): no single table."""
+  srcs = [parse_sub(s)[0] for s in subs]
+  return len(set(srcs)) < len(srcs)
+
+
 def table(subs: list[str]) -> np.ndarray:
-  """The map over the vocabulary applying all `subs` at once (specials map to themselves)."""
+  """The map over the vocabulary applying all `subs` at once (specials map to themselves).
+
+  ValueError for conflicting substitutions: 'apply both' is undefined there.
+  """
+  if conflicting(subs):
+    raise ValueError(f"substitutions {subs} rewrite the same letter: no single table")
   t = np.arange(VOCAB_SIZE, dtype=np.int32)
   for s in subs:
     src, dst = parse_sub(s)
     t[src] = dst
   return t
+
+
+def contains_all_sources(x_SxBxN, len_SxB, subs: list[str]) -> np.ndarray:
+  """[S, B] True where the string (its first len letters) contains every source letter of subs:
+  the strings on which every substitution has to act."""
+  x, n = np.asarray(x_SxBxN), np.asarray(len_SxB)
+  in_string = np.arange(x.shape[-1]) < n[..., None]
+  out = np.ones(x.shape[:-1], bool)
+  for s in subs:
+    out &= np.any((x == parse_sub(s)[0]) & in_string, axis=-1)
+  return out
 
 
 def task_tables(name: str) -> np.ndarray:

@@ -12,20 +12,22 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.composition import checks, experiments, plots, suite
 
 REGISTRY = {
-    "substitution": (experiments.substitution, ("pair",), ("exact_match", "mean_abs_log_z",
-                                                           "overlap", "ortho_cos")),
+    "substitution": (experiments.substitution, ("pair",), (
+        "exact_match", "exact_match_all_sources", "mean_abs_log_z", "overlap", "ortho_cos")),
     "length": (experiments.length, ("model",), ("exact_match",)),
-    "baselines": (experiments.baselines, ("pair", "method"), ("exact_match",)),
-    "background": (experiments.background, ("pair", "background"), ("exact_match",
-                                                                      "mean_abs_log_z")),
-    "k_experts": (experiments.k_experts, ("k",), ("exact_match", "mean_abs_log_z",
-                                                  "max_abs_log_z", "p_eos_at_eos")),
+    "baselines": (experiments.baselines, ("pair", "method"), ("exact_match",
+                                                              "exact_match_all_sources")),
+    "background": (experiments.background, ("pair", "background"), (
+        "exact_match", "exact_match_all_sources", "mean_abs_log_z")),
+    "k_experts": (experiments.k_experts, ("k",), (
+        "exact_match", "exact_match_all_sources", "num_all_sources", "mean_abs_log_z",
+        "max_abs_log_z", "ortho_cos", "p_eos_at_eos")),
     "violations": (checks.violations, ("case",), (
-        "exact_match_parallel", "exact_match_sequential", "overlap", "ortho_cos",
-        "mean_abs_log_z", "max_abs_log_z")),
+        "exact_match_parallel", "exact_match_parallel_all_sources", "exact_match_sequential",
+        "overlap", "ortho_cos", "mean_abs_log_z", "max_abs_log_z")),
     "arithmetic": (checks.arithmetic_equivalence, ("regime",), (
         "max_abs_logp_diff", "mean_tv", "exact_match_task_arithmetic",
-        "exact_match_composition")),
+        "exact_match_composition", "exact_match_composition_all_sources")),
 }
 assert tuple(REGISTRY) == suite.EXPERIMENTS
 

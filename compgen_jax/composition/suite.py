@@ -1,8 +1,9 @@
 """Config validation, the set of models an experiment run needs, and training-or-restoring them.
 
-All from-scratch models (tasks x seeds) train in one vmapped program; within a seed every task
-starts from the same initial parameters, so weight averaging and task arithmetic are meaningful.
-The fine-tuned experts (for the task-arithmetic check) start from each seed's identity model.
+All from-scratch models (tasks x seeds) train in one vmapped program. With `init=independent`
+(the authors' code) every task of a seed draws its own initial parameters; with `init=shared`
+they all start from one draw per seed, which weight averaging and task arithmetic need. The
+fine-tuned experts (for the task-arithmetic check) start from each seed's identity model.
 """
 
 import os
@@ -20,6 +21,7 @@ from compgen_jax.types import ConfigError, PyTree
 
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "k_experts", "violations",
                "arithmetic")
+INITS = ("independent", "shared")
 
 
 def experiments(cfg) -> list[str]:
@@ -59,6 +61,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   bad = [n for n in names if n not in EXPERIMENTS]
   _check(names and not bad, "experiments", f"unknown {bad}; allowed: {', '.join(EXPERIMENTS)}")
   _check(cfg.num_seeds >= 1, "num_seeds", "must be >= 1")
+  _check(cfg.init in INITS, "init", f"{cfg.init!r} not in {INITS}")
   m, d = cfg.model, cfg.data
   _check(m.positions in POSITIONS, "model.positions", f"{m.positions!r} not in {POSITIONS}")
   _check(m.width >= 1 and m.num_heads >= 1 and m.width % m.num_heads == 0, "model.num_heads",
@@ -83,6 +86,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   c = cfg.compose
   ps = [_subs(cfg, "compose.pairs", p) for p in c.pairs.split(";") if p.strip()]
   _check(len(ps) >= 1, "compose.pairs", "needs at least one pair, e.g. 'A>B,C>D'")
+  _check(not any(letters.conflicting(p) for p in ps), "compose.pairs",
+         "two experts of a pair rewrite the same letter ('apply both' is undefined; that case "
+         "is compose.overlap)")
   lam = floats(c.lambdas)
   _check(not lam or all(len(p) == len(lam) for p in ps), "compose.lambdas",
          f"has {len(lam)} weights but the pairs have {[len(p) for p in ps]} experts")
@@ -96,6 +102,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   _subs(cfg, "compose.chain", c.chain, 2)
   _check(c.kl_threshold > 0 and c.temperature > 0 and c.eval_batch >= 1, "compose.kl_threshold",
          "kl_threshold, temperature > 0 and eval_batch >= 1")
+  _check(0 <= c.ortho_norm_floor < 1, "compose.ortho_norm_floor", "must be in [0, 1)")
   if "arithmetic" in names:
     for r in cfg.finetune.regimes.split(","):
       training.trainable_mask({"head": {}}, r.strip(), m.num_layers)  # raises on a bad regime
@@ -151,6 +158,17 @@ def _split(params_R: PyTree, names: list, num_seeds: int) -> dict:
           for i, n in enumerate(names)}
 
 
+def initial_params(model: Model, seed_keys_S: jax.Array, tasks: list[str], init: str) -> PyTree:
+  """Task-major [len(tasks) * S, ...] initial parameters: one draw per seed ('shared', stream
+  'student') or one per task and seed ('independent', stream 'init/<task>')."""
+  if init == "shared":
+    init_S = jax.vmap(lambda k: model.init(rng.stream(k, "student")))(seed_keys_S)
+    return jax.tree.map(lambda a: jnp.concatenate([a] * len(tasks)), init_S)
+  keys_R = jnp.concatenate([jax.vmap(lambda k, t=t: rng.stream(k, f"init/{t}"))(seed_keys_S)
+                            for t in tasks])
+  return jax.vmap(model.init)(keys_R)
+
+
 def build_zoo(cfg, workdir: str) -> Zoo:
   """Trains (or restores from workdir/checkpoints) every model the experiments need."""
   model = make_lm(cfg.model, letters.VOCAB_SIZE)
@@ -158,8 +176,7 @@ def build_zoo(cfg, workdir: str) -> Zoo:
   seed_keys = jax.vmap(lambda i: rng.run_key(cfg.seed, i))(jnp.arange(s))
   metrics_path = os.path.join(workdir, "metrics.jsonl")
   tasks = scratch_tasks(cfg)
-  init_S = jax.vmap(lambda k: model.init(rng.stream(k, "student")))(seed_keys)
-  init_R = jax.tree.map(lambda a: jnp.concatenate([a] * len(tasks)), init_S)
+  init_R = initial_params(model, seed_keys, tasks, cfg.init)
 
   def train_scratch():
     keys = jnp.concatenate([jax.vmap(lambda k, t=t: rng.stream(k, f"task/{t}"))(seed_keys)
