@@ -7,12 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from compgen_jax import run_state
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.tasks import gridworld as gw
-from compgen_jax.tasks import hyperteacher, preference
+from compgen_jax.tasks import hyperteacher, losses, preference
 from compgen_jax.tasks import registry as families
-from compgen_jax.training import loop, losses, runs
-from compgen_jax.training import state as state_lib
+from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -134,7 +134,7 @@ def test_few_shot_is_rejected_before_compiling():
 def test_every_other_encoding_applies(name):
   cfg = load_config("preference", "tiny", **{"encoding.name": name})
   runs.validate(cfg)
-  enc_dim, x_dim, out_dim, ctx = state_lib.dims(cfg)
+  enc_dim, x_dim, out_dim, ctx = run_state.dims(cfg)
   assert (x_dim, out_dim, ctx) == (49 * (cfg.task.num_features + 2), 5, 0) and enc_dim > 0
 
 

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from compgen_jax import batches
 from compgen_jax.evaluation import activations, probes
 from compgen_jax.training import loop, runs
-from compgen_jax.training import step as step_lib
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -105,9 +105,9 @@ def test_capture_reads_the_last_sample(tiny_states):
   cfg, states = tiny_states
   state = jax.tree.map(lambda a: a[0], states)
   bits_B = jnp.asarray([1, 3, 6], jnp.int32)
-  batch = step_lib.batch_for_bits(state, bits_B, jax.random.key(0), cfg)
+  batch = batches.batch_for_bits(state, bits_B, jax.random.key(0), cfg)
   acts = activations.capture(state, batch, cfg)
-  _, full = step_lib.predict(state.params, state, batch, cfg)
+  _, full = batches.predict(state.params, state, batch, cfg)
   np.testing.assert_array_equal(acts["input"], batch.z)  # identity encoding
   for name, a in full.items():
     np.testing.assert_array_equal(acts[name], a[:, -1, :])

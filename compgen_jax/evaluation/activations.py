@@ -10,11 +10,10 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from compgen_jax import batches, run_state
 from compgen_jax.encodings import language
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.training import state as state_lib
-from compgen_jax.training import step as step_lib
-from compgen_jax.training.state import RunState
+from compgen_jax.run_state import RunState
 
 INPUT_LAYER = "input"  # the encoding phi(z): its probe is the "input decoder"
 
@@ -30,7 +29,7 @@ def encoding_features(state: RunState, batch, cfg: ml_collections.ConfigDict) ->
   """phi(z) as features [B, E]; a sequence encoding as its bag of token counts [B, V-1], since
   its token order is random and carries no information."""
   phi = encodings.encode(cfg.encoding.name, state.task["encoding"], batch.z, batch.context)
-  vocab_size = state_lib.vocab_size(cfg)
+  vocab_size = run_state.vocab_size(cfg)
   if vocab_size:
     phi = language.bag_of_counts(phi, vocab_size)
   return phi.reshape(phi.shape[0], -1)
@@ -38,7 +37,7 @@ def encoding_features(state: RunState, batch, cfg: ml_collections.ConfigDict) ->
 
 def capture(state: RunState, batch, cfg: ml_collections.ConfigDict) -> dict[str, jax.Array]:
   """{layer: [B, D]} in order: phi(z) as INPUT_LAYER, then the student's layers in its order."""
-  _, acts = step_lib.predict(state.params, state, batch, cfg)
+  _, acts = batches.predict(state.params, state, batch, cfg)
   return {INPUT_LAYER: encoding_features(state, batch, cfg),
           **{name: _last(a) for name, a in acts.items()}}
 
@@ -60,7 +59,7 @@ def layer_names(state: RunState, cfg: ml_collections.ConfigDict) -> tuple[str, .
 
   def trace(state):
     bits_B = jnp.ones((2,), jnp.int32)
-    batch = step_lib.batch_for_bits(state, bits_B, jax.random.key(0), cfg)
+    batch = batches.batch_for_bits(state, bits_B, jax.random.key(0), cfg)
     names.extend(capture(state, batch, cfg))  # dict order survives only at trace time
     return jnp.zeros(())
 

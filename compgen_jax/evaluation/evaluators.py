@@ -21,13 +21,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from compgen_jax import rng
+from compgen_jax import batches, rng, run_state
 from compgen_jax.evaluation import probes
+from compgen_jax.run_state import RunState
+from compgen_jax.tasks import losses
 from compgen_jax.tasks import registry as families
-from compgen_jax.training import losses
-from compgen_jax.training import state as state_lib
-from compgen_jax.training import step as step_lib
-from compgen_jax.training.state import RunState
 from compgen_jax.types import ConfigError
 
 
@@ -35,14 +33,14 @@ def _draw(state: RunState, bits_T, cfg, stream: str, which: str):
   """The evaluation batch of `which` ('train' or 'ood') tasks and the number of such tasks."""
   split = state.task["split"]
   idx_T, n = (split.train_idx, split.n_train) if which == "train" else (split.ood_idx, split.n_ood)
-  key = rng.stream(state_lib.run_key(state), stream)
-  batch = step_lib.draw_batch(state, key, idx_T, jnp.maximum(n, 1), cfg.train.eval_tasks,
+  key = rng.stream(run_state.run_key(state), stream)
+  batch = batches.draw_batch(state, key, idx_T, jnp.maximum(n, 1), cfg.train.eval_tasks,
                               bits_T, cfg)
   return batch, n
 
 
 def _metrics(state: RunState, batch, count, cfg) -> dict:
-  pred, _ = step_lib.predict(state.params, state, batch, cfg)
+  pred, _ = batches.predict(state.params, state, batch, cfg)
   _, metrics = families.get(cfg.task.family).loss(pred, batch)
   # No tasks of this kind (e.g. a split without held-out tasks): no score.
   return {k: jnp.where(count > 0, v, jnp.nan) for k, v in metrics.items()}
@@ -89,17 +87,17 @@ def hotness_levels(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
 
 def evaluate_ood_hotness(state, bits_T, cfg) -> dict:
   """OOD metrics by number of active modules h: held-out tasks (h <= K), any subset (h > K)."""
-  key = rng.stream(state_lib.run_key(state), "ood_hotness")
+  key = rng.stream(run_state.run_key(state), "ood_hotness")
   split, B = state.task["split"], cfg.train.eval_tasks
   out = {}
   for h in hotness_levels(cfg):
     key_tasks, key_data = jax.random.split(jax.random.fold_in(key, h))
     if h <= cfg.task.max_hotness:
       idx_B, count = hotness_indices(key_tasks, split.ood_idx, split.n_ood, bits_T, h, B)
-      batch = step_lib.batch_for_bits(state, bits_T[idx_B], key_data, cfg)
+      batch = batches.batch_for_bits(state, bits_T[idx_B], key_data, cfg)
     else:  # more modules than any training task: every such subset is unseen
       khot_BxM = random_khot(key_tasks, B, cfg.task.num_modules, h)
-      batch = step_lib.batch_for_khot(state, khot_BxM, key_data, cfg)
+      batch = batches.batch_for_khot(state, khot_BxM, key_data, cfg)
       count = jnp.asarray(B)
     out.update({f"ood_h{h}/{k}": v for k, v in _metrics(state, batch, count, cfg).items()})
   return out
@@ -115,7 +113,7 @@ def evaluate_r2_quantiles(state, bits_T, cfg) -> dict:
   out = {}
   for prefix, stream, which in (("id", "test", "train"), ("ood", "ood", "ood")):
     batch, n = _draw(state, bits_T, cfg, stream, which)
-    pred, _ = step_lib.predict(state.params, state, batch, cfg)
+    pred, _ = batches.predict(state.params, state, batch, cfg)
     values = jnp.quantile(losses.r2_per_task(pred, batch.y), jnp.asarray(qs))
     out.update({f"{prefix}/{quantile_name(q)}": jnp.where(n > 0, values[i], jnp.nan)
                 for i, q in enumerate(qs)})

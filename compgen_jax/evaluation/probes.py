@@ -14,11 +14,9 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import rng
+from compgen_jax import batches, rng, run_state
 from compgen_jax.evaluation import activations
-from compgen_jax.training import state as state_lib
-from compgen_jax.training import step as step_lib
-from compgen_jax.training.state import RunState
+from compgen_jax.run_state import RunState
 from compgen_jax.types import ConfigError
 
 TARGETS = ("z", "theta")
@@ -133,14 +131,14 @@ def _draw(state, key, which: str, bits_T, cfg):
   split, n = state.task["split"], int(settings(cfg).num_tasks)
   idx_T, count = ((split.train_idx, split.n_train) if which == "id"
                   else (split.ood_idx, split.n_ood))
-  batch = step_lib.draw_batch(state, key, idx_T, jnp.maximum(count, 1), n, bits_T, cfg)
+  batch = batches.draw_batch(state, key, idx_T, jnp.maximum(count, 1), n, bits_T, cfg)
   return activations.stack(activations.capture(state, batch, cfg)), targets(state, batch, cfg)
 
 
 def probe_data(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict):
   """Activations [L, N, D] and targets [N, K] (all targets side by side) of the probe's ID and
   held-out tasks, from the run's `probe` stream; and the target names and column counts."""
-  key = rng.stream(state_lib.run_key(state), "probe")
+  key = rng.stream(run_state.run_key(state), "probe")
   x_id_LxNxD, y_id = _draw(state, rng.stream(key, "test"), "id", bits_T, cfg)
   x_ood_LxNxD, y_ood = _draw(state, rng.stream(key, "ood"), "ood", bits_T, cfg)
   names = tuple(y_id)

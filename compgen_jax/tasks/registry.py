@@ -5,8 +5,7 @@ from typing import NamedTuple
 
 import ml_collections
 
-from compgen_jax.tasks import hyperteacher, preference
-from compgen_jax.training import losses
+from compgen_jax.tasks import hyperteacher, losses, preference
 from compgen_jax.types import ConfigError
 
 

@@ -10,10 +10,10 @@ import numpy as np
 from compgen_jax import rng
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import evaluators
+from compgen_jax.run_state import HPARAMS
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import combinatorics, supports
 from compgen_jax.tasks import registry as families
-from compgen_jax.training.state import HPARAMS
 from compgen_jax.types import ConfigError
 
 SCHEDULES = ("constant", "warmup_cosine")

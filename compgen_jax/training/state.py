@@ -1,9 +1,7 @@
-"""RunState and init_run: everything seed-dependent is created from one key."""
+"""init_run (everything seed-dependent is created from one key) and the optimiser."""
 
 import functools
-from typing import Any
 
-import flax.struct
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -11,22 +9,10 @@ import optax
 
 from compgen_jax import rng
 from compgen_jax.encodings import registry as encodings
+from compgen_jax.run_state import HPARAMS, RunState, dims, vocab_size
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
 from compgen_jax.tasks import supports
-
-# Array-valued hyperparameters: one scalar per run, so sweeps over them are a vmapped axis.
-HPARAMS = ("frac_ood", "learning_rate", "weight_decay")
-
-
-@flax.struct.dataclass
-class RunState:
-  step: jax.Array       # int32 [], steps completed
-  key: jax.Array        # uint32 [2], the run key's data (raw, so orbax can store it)
-  params: Any           # student parameters (trained)
-  opt_state: Any
-  task: Any             # {"teacher", "encoding", "split"}: fixed for the run
-  hparams: Any          # {name: scalar} for HPARAMS
 
 
 def cache_by_config(make):
@@ -48,10 +34,6 @@ def cache_by_config(make):
   return cached
 
 
-def run_key(state: RunState) -> jax.Array:
-  return jax.random.wrap_key_data(state.key)
-
-
 def optimizer(cfg: ml_collections.ConfigDict) -> optax.GradientTransformation:
   """AdamW with decay on matrices only; lr / wd injected so they can differ per run and step."""
   def decay_mask(params):
@@ -70,23 +52,6 @@ def lr_factor(step: jax.Array, cfg: ml_collections.ConfigDict, num_steps: int) -
   sched = optax.warmup_cosine_decay_schedule(
       0.0, 1.0, warmup_steps=cfg.warmup_steps, decay_steps=num_steps, end_value=cfg.end_factor)
   return sched(step)
-
-
-def dims(cfg: ml_collections.ConfigDict) -> tuple[int, int, int, int]:
-  """(encoding dim, student x dim, output dim, few-shot context size) as static ints.
-
-  For a sequence encoding the encoding dim is its length L (see vocab_size).
-  """
-  family = families.get(cfg.task.family)
-  enc = encodings.get(cfg.encoding.name)
-  ctx = family.context_dim(cfg.task)
-  return (enc.dim(cfg.task.num_modules, cfg.encoding, ctx), family.x_dim(cfg.task),
-          family.out_dim(cfg.task), ctx)
-
-
-def vocab_size(cfg: ml_collections.ConfigDict) -> int:
-  """V of a sequence encoding (its dims() entry is then the length L); 0 for vector encodings."""
-  return encodings.vocab_size(cfg.encoding, cfg.task.num_modules)
 
 
 def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict) -> RunState:
