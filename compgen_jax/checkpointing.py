@@ -45,9 +45,27 @@ def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> 
   except Exception as e:  # orbax raises many types for corrupt or mismatched trees
     raise CheckpointError(
         f"checkpoint {directory!r} step {step} could not be restored (corrupt, or written by an "
-        f"incompatible config): {type(e).__name__}: {str(e)[:500]}") from e
+        f"incompatible config): {type(e).__name__}: {str(e)[:300]}. "
+        f"{_earlier_intact(mngr, directory, abstract_state, [s for s in steps if s < step])}"
+    ) from e
   _check_shapes(abstract_state, state, directory, step)
   return step, state
+
+
+def _earlier_intact(mngr, directory: str, abstract_state: PyTree, earlier: list[int]) -> str:
+  """Which earlier checkpoint restores, and how to use it (only on the error path)."""
+  for step in reversed(earlier):
+    try:
+      state = mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+      _check_shapes(abstract_state, state, directory, step)
+    except Exception:  # noqa: BLE001, S112 - try the next older one
+      continue
+    newer = [s for s in available_steps(directory) if s > step]
+    return (f"Step {step} is intact: to resume training from it, move the newer step "
+            f"director{'ies' if len(newer) > 1 else 'y'} {newer} out of {directory!r}; "
+            f"evaluate.py / probe.py take --step={step}.")
+  return f"No earlier checkpoint restores either (tried {earlier})." if earlier else (
+      "There is no earlier checkpoint.")
 
 
 def _check_shapes(abstract_state: PyTree, state: PyTree, directory: str, step: int) -> None:

@@ -19,23 +19,42 @@ def _plain(value):
 
 
 def append_rows(path: str, rows: Iterable[dict]) -> None:
-  """Appends rows to a jsonl file, one JSON object per line."""
+  """Appends rows to a jsonl file, one JSON object per line, in one write (so a kill leaves at
+  most one torn last line, which read_rows drops)."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  text = "".join(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n" for row in rows)
   with open(path, "a") as f:
-    for row in rows:
-      f.write(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n")
+    f.write(text)
+    f.flush()
 
 
 def read_rows(path: str) -> list[dict]:
-  """All rows of a jsonl file ([] when it does not exist)."""
+  """All rows of a jsonl file ([] when it does not exist).
+
+  A last line without its newline is what a killed writer leaves: it is dropped. Any other
+  line that is not JSON is corruption and raises ValueError naming the file and line.
+  """
   if not os.path.exists(path):
     return []
   with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+    lines = f.read().split("\n")
+  lines.pop()  # "" after a final newline, else an unterminated (torn) last line: dropped
+  rows = []
+  for i, line in enumerate(lines):
+    if not line.strip():
+      continue
+    try:
+      rows.append(json.loads(line))
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path!r} line {i + 1} is not JSON: {e}") from e
+  return rows
 
 
 def truncate_after(path: str, step: int) -> None:
-  """Drops rows with step > `step` (rows written after the checkpoint a run resumes from)."""
+  """Drops rows with step > `step` (rows written after the checkpoint a run resumes from) and a
+  torn last line; step 0 empties the file (a restart before the first checkpoint)."""
+  if not os.path.exists(path):
+    return
   rows = [r for r in read_rows(path) if r.get("step", -1) <= step]
   tmp = path + ".tmp"
   with open(tmp, "w") as f:

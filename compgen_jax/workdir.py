@@ -23,20 +23,36 @@ def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
   """
   path = os.path.join(workdir, CONFIG_FILE)
   new = config_dict(cfg)
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise ConfigError("workdir", f"{workdir!r} exists and is not a directory")
   if os.path.exists(path):
-    with open(path) as f:
-      old = json.load(f)
+    old = _read_json(path)
+    if not isinstance(old, dict):
+      raise ConfigError("workdir", f"{path!r} holds a JSON {type(old).__name__}, not a "
+                        "compgen_jax config; use a new --workdir")
     if old != new:
       diff = sorted(_diff_keys(old, new))
       raise ConfigError(
           "workdir", f"{workdir!r} holds a run with a different config (differs in: "
           f"{', '.join(diff[:10])}); use a new --workdir")
     return True
-  os.makedirs(workdir, exist_ok=True)
-  with open(path + ".tmp", "w") as f:
-    json.dump(new, f, indent=2, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+      json.dump(new, f, indent=2, sort_keys=True)
+    os.replace(path + ".tmp", path)
+  except OSError as e:
+    raise ConfigError("workdir", f"cannot write {path!r}: {e.strerror or e}") from e
   return False
+
+
+def _read_json(path: str):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise ConfigError("workdir", f"{path!r} is not valid JSON ({e}); the workdir is damaged: "
+                      "use a new --workdir") from e
 
 
 def load_config(workdir: str) -> ml_collections.ConfigDict:
@@ -44,8 +60,10 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
     raise ConfigError("workdir", f"{workdir!r} has no {CONFIG_FILE}: not a compgen_jax workdir")
-  with open(path) as f:
-    return ml_collections.ConfigDict(json.load(f))
+  data = _read_json(path)
+  if not isinstance(data, dict):
+    raise ConfigError("workdir", f"{path!r} holds a JSON {type(data).__name__}, not a config")
+  return ml_collections.ConfigDict(data)
 
 
 def _diff_keys(a, b, prefix=""):

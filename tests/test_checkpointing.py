@@ -61,3 +61,16 @@ def test_incompatible_config(state_and_cfg, tmp_path):
     checkpointing.restore(str(tmp_path / "ckpt"),
                           loop.abstract_state(wider, runs.run_grid(wider)))
 
+
+
+def test_corrupt_latest_checkpoint_names_the_intact_earlier_one(state_and_cfg, tmp_path):
+  state, cfg, grid = state_and_cfg
+  mngr = checkpointing.manager(str(tmp_path / "ckpt"))
+  for step in (2, 4, 6):
+    checkpointing.save(mngr, step, state)
+  for root, _, files in os.walk(tmp_path / "ckpt" / "6"):
+    for name in files:
+      with open(os.path.join(root, name), "wb") as f:
+        f.write(b"garbage")
+  with pytest.raises(CheckpointError, match=r"Step 4 is intact.*\[6\].*--step=4"):
+    checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid))

@@ -4,7 +4,6 @@ They read config.json and checkpoints/ and only append to eval.jsonl / probes.js
 eval curve PNG); training artifacts are never modified.
 """
 
-import json
 import os
 from typing import NamedTuple
 
@@ -43,11 +42,7 @@ def open_workdir(path: str) -> Workdir:
   """Config, run grid and abstract state of a trained workdir; ConfigError when it is unusable."""
   if not os.path.isdir(path):
     raise ConfigError("workdir", f"{path!r} does not exist or is not a directory")
-  try:
-    cfg = workdir_lib.load_config(path)
-  except json.JSONDecodeError as e:
-    raise ConfigError("workdir", f"{os.path.join(path, workdir_lib.CONFIG_FILE)!r} is not valid "
-                      f"JSON: {e}") from e
+  cfg = workdir_lib.load_config(path)  # ConfigError for a missing, non-JSON or non-dict file
   filled = fill_missing(cfg)
   if filled:
     logging.warning("%s predates config fields %s; using today's defaults", path, filled)

@@ -51,6 +51,9 @@ def restore_or_init(cfg, workdir: str, grid: list[dict]):
     metric_writer.truncate_after(os.path.join(workdir, METRICS_FILE), step)
     logging.info("resuming %s from step %d", workdir, step)
     return step, state
+  # No checkpoint: rows a killed or failed earlier attempt wrote are dropped, so a restart leaves
+  # exactly the rows of an uninterrupted run.
+  metric_writer.truncate_after(os.path.join(workdir, METRICS_FILE), 0)
   keys, hparams = runs.run_inputs(cfg, grid)
   return 0, make_init(cfg)(keys, hparams)
 
