@@ -1,4 +1,4 @@
-"""jsonl metrics (one row per step and run), jsonl readers, and the progress bar."""
+"""jsonl metrics (one row per logging window and run), jsonl readers, and the progress bar."""
 
 import json
 import math
@@ -63,14 +63,34 @@ def truncate_after(path: str, step: int) -> None:
   os.replace(tmp, path)
 
 
-def stacked_rows(metrics: dict, first_step: int, run_info: list[dict]) -> list[dict]:
-  """Rows from stacked metrics {name: [steps, runs]}: one row per step and run."""
+# How a window of per-step training metrics becomes one row (default: the mean).
+WINDOW_REDUCERS = {"train/lr": lambda a: a[-1], "train/grad_norm": lambda a: a.max(axis=0)}
+
+
+def window_means(metrics: dict, window: int) -> dict:
+  """{name: [steps, runs]} -> {name: [steps // window, runs]}: one value per window of steps
+  (mean; the last learning rate; the largest gradient norm)."""
+  out = {}
+  for name, values in metrics.items():
+    values = np.asarray(values)
+    windows = values.reshape(values.shape[0] // window, window, *values.shape[1:])
+    reduce = WINDOW_REDUCERS.get(name, lambda a: a.mean(axis=0))
+    out[name] = np.stack([reduce(w) for w in windows])
+  return out
+
+
+def stacked_rows(metrics: dict, first_step: int, run_info: list[dict],
+                 every: int = 1) -> list[dict]:
+  """Rows from stacked metrics {name: [steps, runs]}: one row per step and run.
+
+  With `every` > 1 each row stands for `every` steps and carries the step that ends them.
+  """
   arrays = {k: np.asarray(v) for k, v in metrics.items()}
-  num_steps = next(iter(arrays.values())).shape[0]
+  num_rows = next(iter(arrays.values())).shape[0]
   rows = []
-  for t in range(num_steps):
+  for t in range(num_rows):
     for r, info in enumerate(run_info):
-      row = {"step": first_step + t, **info}
+      row = {"step": first_step + t * every, **info}
       row.update({k: float(a[t, r]) for k, a in arrays.items()})
       rows.append(row)
   return rows

@@ -37,7 +37,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.optim.learning_rate = 1e-3
     cfg.optim.schedule = "warmup_cosine"
     cfg.optim.warmup_steps = 200
-    cfg.train.update(num_steps=4000, chunk_size=250, eval_every=500, checkpoint_every=1000)
+    cfg.train.update(num_steps=4000, chunk_size=250, log_every=50, eval_every=500,
+                     checkpoint_every=1000)
   elif preset == "tiny":
     cfg.num_seeds = 2
     cfg.task.update(num_modules=6, max_hotness=2, input_dim=4, hidden_dim=8, output_dim=2,
@@ -46,7 +47,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.student.update(width=64, depth=2, num_layers=2, d_model=32, num_heads=2, ffw_dim=64,
                        hyper_hidden=32, hyper_layernorm=False)
     cfg.optim.learning_rate = 3e-3
-    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, eval_every=100,
+    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10, eval_every=100,
                      checkpoint_every=100, eval_tasks=64, progress=False)
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")

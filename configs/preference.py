@@ -39,14 +39,14 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.task.update(num_modules=8, max_hotness=3, num_features=8)
     cfg.student.width = 256
     cfg.optim.update(learning_rate=1e-3, schedule="warmup_cosine", warmup_steps=200)
-    cfg.train.update(num_steps=6000, chunk_size=250, eval_every=500, checkpoint_every=1000,
-                     eval_tasks=512)
+    cfg.train.update(num_steps=6000, chunk_size=250, log_every=50, eval_every=500,
+                     checkpoint_every=1000, eval_tasks=512)
   elif preset == "tiny":
     cfg.num_seeds = 2
     cfg.task.update(num_modules=4, max_hotness=2, num_features=4, frac_ood=0.3)
     cfg.student.update(width=64, depth=2)
     cfg.optim.learning_rate = 3e-3
-    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, eval_every=100,
+    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10, eval_every=100,
                      checkpoint_every=100, eval_tasks=128, progress=False)
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")

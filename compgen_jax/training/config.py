@@ -24,7 +24,7 @@ def base_config() -> ml_collections.ConfigDict:
       learning_rate=3e-4, weight_decay=3e-3, b1=0.9, b2=0.999, schedule="constant",
       warmup_steps=1000, end_factor=0.0))
   cfg.train = ml_collections.ConfigDict(dict(
-      num_steps=100_000, batch_size=128, chunk_size=500, eval_every=5000,
+      num_steps=100_000, batch_size=128, chunk_size=500, log_every=100, eval_every=5000,
       checkpoint_every=10_000, max_checkpoints=3, eval_tasks=1024, evaluators=("id", "ood"),
       progress=True))
   cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))

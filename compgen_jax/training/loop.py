@@ -89,7 +89,9 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
   last_eval = None
   while step < end:
     state, metrics, finite = chunk(state, bits_T)
-    rows = metric_writer.stacked_rows(jax.tree.map(lambda a: a.T, metrics), step + 1, grid)
+    every = cfg.train.log_every  # one row per window of steps keeps long sweeps' files small
+    windows = metric_writer.window_means(jax.tree.map(lambda a: np.asarray(a).T, metrics), every)
+    rows = metric_writer.stacked_rows(windows, step + every, grid, every)
     step += cfg.train.chunk_size
     finite = np.asarray(finite)
     if finite.all() and (step % cfg.train.eval_every == 0 or step == cfg.train.num_steps):

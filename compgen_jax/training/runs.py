@@ -107,7 +107,10 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     if wd < 0:
       raise ConfigError("optim.weight_decay", f"must be >= 0, got {wd}")
   _positive(cfg, "train", ("num_steps", "batch_size", "chunk_size", "eval_every",
-                           "checkpoint_every", "eval_tasks"))
+                           "checkpoint_every", "eval_tasks", "log_every"))
+  if cfg.train.chunk_size % cfg.train.log_every:
+    raise ConfigError("train.log_every", f"must divide train.chunk_size "
+                      f"({cfg.train.chunk_size}), got {cfg.train.log_every}")
   for name in ("eval_every", "checkpoint_every", "num_steps"):
     if cfg.train[name] % cfg.train.chunk_size:
       raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
