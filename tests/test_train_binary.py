@@ -47,3 +47,22 @@ def test_unknown_override_key_is_one_line_naming_key_and_section(tmp_path):
   assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
   assert "nonexistent" in lines[0] and "config.task" in lines[0] and "num_modules" in lines[0]
   assert not os.path.exists(workdir)
+
+
+def test_compilation_cache_flag_fills_the_cache(tmp_path):
+  """--compilation_cache keeps every compiled program (the init program has no host callback,
+  so it is cacheable too): a second process starts without compiling."""
+  cache = tmp_path / "cache"
+  env_without = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO, "experiments", "train.py"),
+       "--config=configs/hyperteacher.py:tiny", f"--workdir={tmp_path / 'run'}",
+       f"--compilation_cache={cache}", "--config.train.num_steps=50",
+       "--config.train.eval_every=50", "--config.train.checkpoint_every=50",
+       "--config.num_seeds=1"],
+      capture_output=True, text=True, cwd=REPO, env=dict(env_without, JAX_PLATFORMS="cpu"),
+      timeout=600)
+  assert result.returncode == 0, result.stderr[-2000:]
+  entries = os.listdir(cache)
+  # init, the training chunk and the two evaluators at least.
+  assert len(entries) >= 4, entries

@@ -286,11 +286,19 @@ def split(key: jax.Array, frac_ood: Array | float, *, strategy: str, M: int, K: 
   vec, scalar = jax.ShapeDtypeStruct((T,), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)
 
   def host(seed_data, frac):
-    train, ood = split_masks(strategy, seed_data, M, K, np.asarray(frac)[()], max_retries)
-    return split_from_mask(ood, train)
+    return host_split(seed_data, np.asarray(frac)[()], strategy=strategy, M=M, K=K,
+                      max_retries=max_retries)
 
   return jax.pure_callback(host, Split(vec, scalar, vec, scalar), jax.random.key_data(key),
                            jnp.asarray(frac_ood), vmap_method="sequential")
+
+
+def host_split(seed_data: np.ndarray, frac_ood, *, strategy: str, M: int, K: int,
+               max_retries: int = 1000) -> Split:
+  """The numpy Split that `split` computes for a key's data (no callback: a program that takes
+  splits as inputs has no host callback, so the persistent compilation cache can keep it)."""
+  train, ood = split_masks(strategy, seed_data, M, K, frac_ood, max_retries)
+  return split_from_mask(ood, train)
 
 
 def sample_indices(key: jax.Array, idx_T: Array, n: Array, B: int) -> Array:

@@ -1,6 +1,5 @@
 """train_and_evaluate: the host loop. It acts only between jitted chunks of steps."""
 
-import functools
 import os
 
 import jax
@@ -9,11 +8,11 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from compgen_jax import checkpointing, metric_writer
+from compgen_jax import checkpointing, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import curves
 from compgen_jax.evaluation import evaluators
-from compgen_jax.tasks import combinatorics
+from compgen_jax.tasks import combinatorics, supports
 from compgen_jax.training import runs
 from compgen_jax.training import step as step_lib
 from compgen_jax.training.state import cache_by_config, init_run
@@ -32,15 +31,35 @@ def task_bits(cfg: ml_collections.ConfigDict) -> jax.Array:
 
 
 @cache_by_config
+def _jitted_init(cfg: ml_collections.ConfigDict):
+  return jax.jit(jax.vmap(lambda key, hparams, split: init_run(key, hparams, cfg, split)))
+
+
+def host_splits(cfg: ml_collections.ConfigDict, keys: jax.Array, hparams: dict):
+  """The stacked numpy Split [R, T] of each run, computed on the host from its key."""
+  split_keys = jax.vmap(lambda k: rng.stream(k, "split"))(keys)
+  seed_data = np.asarray(jax.random.key_data(split_keys))
+  fracs = np.asarray(hparams["frac_ood"])
+  splits = [supports.host_split(seed_data[r], fracs[r], strategy=cfg.task.support,
+                                M=cfg.task.num_modules, K=cfg.task.max_hotness,
+                                max_retries=cfg.task.max_retries) for r in range(len(fracs))]
+  return jax.tree.map(lambda *a: np.stack(a), *splits)
+
+
 def make_init(cfg: ml_collections.ConfigDict):
-  """jit(vmap(init_run)) over (keys [R], hparams {name: [R]})."""
-  return jax.jit(jax.vmap(functools.partial(init_run, cfg=cfg)))
+  """(keys [R], hparams {name: [R]}) -> stacked RunState: jit(vmap(init_run)) with the splits
+  computed on the host first, so the compiled program has no host callback and the persistent
+  compilation cache can keep it (start-up)."""
+  return lambda keys, hparams: _jitted_init(cfg)(keys, hparams, host_splits(cfg, keys, hparams))
 
 
 def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
   """Shapes and dtypes of the stacked state, to restore checkpoints against."""
   keys, hparams = runs.run_inputs(cfg, grid)
-  return jax.eval_shape(make_init(cfg), keys, hparams)
+  T, R = combinatorics.num_tasks(cfg.task.num_modules, cfg.task.max_hotness), len(grid)
+  vec, scalar = jax.ShapeDtypeStruct((R, T), jnp.int32), jax.ShapeDtypeStruct((R,), jnp.int32)
+  return jax.eval_shape(_jitted_init(cfg), keys, hparams,
+                        supports.Split(vec, scalar, vec, scalar))
 
 
 def restore_or_init(cfg, workdir: str, grid: list[dict]):

@@ -54,15 +54,20 @@ def lr_factor(step: jax.Array, cfg: ml_collections.ConfigDict, num_steps: int) -
   return sched(step)
 
 
-def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict) -> RunState:
-  """Creates the teacher, split, encoding, student and optimiser state of one run."""
+def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict,
+             split: supports.Split | None = None) -> RunState:
+  """Creates the teacher, split, encoding, student and optimiser state of one run.
+
+  The split is a function of the key; pass it (supports.host_split of the key's data) to keep
+  the host callback that computes it out of the compiled program.
+  """
   family = families.get(cfg.task.family)
   enc = encodings.get(cfg.encoding.name)
   enc_dim, x_dim, out_dim, _ = dims(cfg)
   task = {
       "teacher": family.init(rng.stream(key, "teacher"), cfg.task),
       "encoding": enc.init(rng.stream(key, "encoding"), cfg.task.num_modules, cfg.encoding),
-      "split": supports.split(
+      "split": split if split is not None else supports.split(
           rng.stream(key, "split"), hparams["frac_ood"], strategy=cfg.task.support,
           M=cfg.task.num_modules, K=cfg.task.max_hotness, max_retries=cfg.task.max_retries),
   }
