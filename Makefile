@@ -30,3 +30,19 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) workdirs
+
+# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu, about 2 hours on 2 cores): each
+# sweep into results/cpu/<experiment>/, then its REPORT.md. `make -k reproduce-cpu` goes on past
+# a sweep with failed programs (its report still lists them); re-running resumes.
+CPU_RESULTS ?= results/cpu
+CPU_SWEEPS := data_scaling model_size scaling_law task_support transformer_vs_mlp \
+	preference_data_scaling preference_model_size preference_task_support
+PROBE_SWEEPS := data_scaling model_size preference_data_scaling preference_model_size
+
+.PHONY: reproduce-cpu
+reproduce-cpu: $(addprefix reproduce-cpu-,$(CPU_SWEEPS))
+
+reproduce-cpu-%: $(STAMP)
+	$(PY) experiments/sweep.py --config=configs/sweeps/$*.py:cpu --sweep_dir=$(CPU_RESULTS)/$* \
+	    $(if $(filter $*,$(PROBE_SWEEPS)),--probe); status=$$?; \
+	  $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/$* && exit $$status

@@ -17,6 +17,7 @@ RUN_KEYS = ("run", "seed", "frac_ood", "n_train", "n_ood", "learning_rate", "wei
 CONFIG_FIELDS = ("task.family", "task.num_modules", "task.max_hotness", "task.support",
                  "encoding.name", "student.name", "student.width", "student.depth",
                  "train.num_steps")
+EVAL_KEYS = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 DECODABILITY = "z/best/ood_r2"  # OOD probe R^2 of z at the student layer best by ID probe R^2
 
 
@@ -77,8 +78,7 @@ def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> l
     base = probe or ev
     row = {"workdir": workdir, **{k: base.get(k) for k in RUN_KEYS}, **config_values(cfg),
            "step": step}
-    row.update({k: number(ev.get(k)) for k in ("id/r2", "ood/r2", "id/acc", "ood/acc")
-                if k in ev})
+    row.update({k: number(ev.get(k)) for k in EVAL_KEYS if k in ev})
     row.update({k: (v if k.endswith("best_layer") else number(v)) for k, v in probe.items()
                 if k.startswith(f"{target}/")})
     if probe:

@@ -1,7 +1,6 @@
 """PNG plots made from jsonl rows alone: a metric over checkpoints, and decodability vs OOD R^2."""
 
 import math
-import os
 
 import matplotlib
 
@@ -9,13 +8,7 @@ matplotlib.use("Agg")  # files only, no display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def _save(fig, path: str) -> str:
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-  return path
+from compgen_jax.analysis import figures  # noqa: E402
 
 
 def _value(row: dict, key: str) -> float:
@@ -32,7 +25,7 @@ def curve_png(rows: list[dict], path: str, key: str = "ood/r2") -> str:
   ax.set_ylabel(key)
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
-  return _save(fig, path)
+  return figures.save(fig, path)
 
 
 def scatter_png(x: list[float], y: list[float], path: str, xlabel: str, ylabel: str,
@@ -49,4 +42,4 @@ def scatter_png(x: list[float], y: list[float], path: str, xlabel: str, ylabel: 
   ax.set_ylabel(ylabel)
   ax.set_title(title, fontsize=9)
   ax.grid(alpha=0.3)
-  return _save(fig, path)
+  return figures.save(fig, path)

@@ -1,0 +1,149 @@
+"""A sweep's REPORT.md and figures, from DIR/index.json and its programs' workdirs alone.
+
+The experiment is the sweep config's file stem (configs/sweeps/<experiment>.py); it picks the
+sections. Every section states the paper's claim and the verdicts computed from this sweep's
+runs; the last one lists each program's status, wall time and exact command lines.
+"""
+
+import os
+import shlex
+from typing import NamedTuple
+
+from compgen_jax.analysis import load, paper, sections_data, sections_model, sections_students
+from compgen_jax.analysis import markdown as md
+from compgen_jax.analysis import sections_support as support
+from compgen_jax.analysis.aggregate import Metric
+from compgen_jax.sweeps import index as index_lib
+from compgen_jax.types import ConfigError
+
+REPORT_FILE = "REPORT.md"
+METRICS = {
+    "hyperteacher": (Metric("ood/r2", "OOD R^2", "ood_r2"),),
+    "preference": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all"),
+                   Metric("ood/acc", "OOD per-action accuracy", "ood_acc")),
+}
+
+
+class Experiment(NamedTuple):
+  title: str
+  sections: tuple  # (heading, fn(rows, metrics, out_dir) -> markdown)
+
+
+DATA = ("Data scaling", sections_data.data_scaling)
+DECODABILITY = ("Decodability vs compositional generalization", sections_model.decodability)
+MODEL = ("Model size", sections_model.model_size)
+SUPPORT = ("Task support", support.task_support)
+EXPERIMENTS = {
+    "data_scaling": Experiment("Data scaling (hyperteacher)", (DATA, DECODABILITY)),
+    "preference_data_scaling": Experiment("Data scaling (preference grid world)",
+                                          (DATA, DECODABILITY)),
+    "model_size": Experiment("Model size and task encodings (hyperteacher)", (
+        MODEL, ("Task encodings: the paper's table", sections_model.encoding_table),
+        DECODABILITY)),
+    "preference_model_size": Experiment("Model size and task encodings (preference grid world)",
+                                        (MODEL, DECODABILITY)),
+    "width_depth_demo": Experiment("Width x depth (demo sweep)", (MODEL, DECODABILITY)),
+    "scaling_law": Experiment("Scaling law (hyperteacher)", (
+        ("Training tasks needed vs total tasks", sections_data.scaling_law),)),
+    "transformer_vs_mlp": Experiment("Transformer vs MLP at matched parameter counts", (
+        ("Transformer vs MLP", sections_students.transformer_vs_mlp),)),
+    "task_support": Experiment("Task support (hyperteacher)", (SUPPORT,)),
+    "preference_task_support": Experiment("Task support (preference grid world)", (SUPPORT,)),
+}
+
+
+def experiment_name(spec: str) -> str:
+  """'configs/sweeps/data_scaling.py:cpu' -> 'data_scaling'."""
+  return os.path.splitext(os.path.basename(spec.partition(":")[0]))[0]
+
+
+def trained(entry: dict) -> bool:
+  """The program's training finished (it is done, or failed in a later stage such as probe)."""
+  return entry["status"] == "done" or (entry["status"] == "failed"
+                                       and entry.get("stage") not in (None, "train"))
+
+
+def read_sweep(sweep_dir: str) -> tuple[dict, list[dict]]:
+  """(index, one row per run of every trained program, tagged `program`). Unfinished programs
+  are left out: their last evaluation is of an earlier step than the others'."""
+  index = index_lib.read(sweep_dir)
+  if not index:
+    raise ConfigError("sweep_dir", f"{sweep_dir!r} has no {index_lib.INDEX_FILE}: not a sweep "
+                      f"dir (experiments/sweep.py writes it)")
+  rows = []
+  for entry in filter(trained, index["programs"]):
+    rows += [{**row, "program": entry["name"]} for row in load.read_workdir(entry["workdir"])]
+  return index, rows
+
+
+def _metrics(rows: list[dict]) -> tuple[Metric, ...]:
+  family = rows[0].get("task.family") if rows else "hyperteacher"
+  return METRICS.get(family, METRICS["hyperteacher"])
+
+
+def runs_section(index: dict, rows: list[dict]) -> str:
+  """Status, runs and wall time per program, then the exact command lines."""
+  runs = {}
+  for row in rows:
+    runs[row["program"]] = runs.get(row["program"], 0) + 1
+  body, commands, total = [], [], 0.0
+  for entry in index["programs"]:
+    wall = entry.get("wall_s")
+    total += wall or 0.0
+    body.append([entry["name"], entry["status"] + (" (skipped: finished before)"
+                                                   if entry.get("skipped") else ""),
+                 runs.get(entry["name"], 0), "-" if wall is None else f"{wall:.1f}",
+                 entry.get("error") or (f"exit {entry.get('exit_code')} in "
+                                        f"{entry.get('stage')}; log {entry.get('log')}"
+                                        if entry["status"] == "failed" else "")])
+    commands.append(entry["command"])
+    if os.path.exists(os.path.join(entry["workdir"], load.PROBE_FILE)):
+      python = shlex.split(entry["command"])[0]
+      commands.append(shlex.join([python, os.path.join("experiments", "probe.py"),
+                                  f"--workdir={entry['workdir']}"]))
+  failed = [e["name"] for e in index["programs"] if e["status"] != "done"]
+  lines = [f"Sweep `{index['spec']}` ({index['name']}), base `{index['base']}`, launcher "
+           f"{index['launcher']}; {len(index['programs'])} programs, {len(rows)} runs, "
+           f"total program wall time {total:.0f} s ({total / 60:.1f} min); index updated "
+           f"{index['updated']}.",
+           "", md.check("every program finished", not failed,
+                        "not finished: " + ", ".join(failed) + "; the sections above leave out "
+                        "programs whose training did not finish" if failed else ""), "",
+           md.table(["program", "status", "runs", "wall (s)", "error"], body), "",
+           "Command lines (run from the repository root; probes where the workdir has them):",
+           "", "```", *commands, "```"]
+  return "\n".join(lines)
+
+
+def render(index: dict, rows: list[dict], out_dir: str) -> str:
+  """The report's markdown (figures are written into out_dir as it goes)."""
+  name = experiment_name(index["spec"])
+  experiment = EXPERIMENTS.get(name, Experiment(f"Sweep {name}", ()))
+  metrics = _metrics(rows)
+  parts = [f"# {experiment.title}", "",
+           f"Reproducing *{paper.TITLE}*. Every number below is computed from this sweep's "
+           f"workdirs (final evaluation of each run; probes at the last probed step); means "
+           f"± 1 s.d. over seeds. Written by `python experiments/report.py "
+           f"--sweep_dir={index['sweep_dir']}`.", ""]
+  if not rows:
+    parts.append("No finished runs yet.")
+  else:
+    for heading, section in experiment.sections:
+      text = section(rows, metrics, out_dir)
+      if text:
+        parts += [f"## {heading}", "", text, ""]
+  parts += ["## Runs", "", runs_section(index, rows), ""]
+  return "\n".join(parts)
+
+
+def write_report(sweep_dir: str, out_dir: str | None = None) -> str:
+  """Writes REPORT.md (and its PNGs) into out_dir (default: the sweep dir); returns its path."""
+  index, rows = read_sweep(sweep_dir)
+  out_dir = out_dir or sweep_dir
+  os.makedirs(out_dir, exist_ok=True)
+  text = render(index, rows, out_dir)
+  path = os.path.join(out_dir, REPORT_FILE)
+  with open(path + ".tmp", "w") as f:
+    f.write(text)
+  os.replace(path + ".tmp", path)
+  return path

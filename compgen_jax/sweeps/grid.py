@@ -1,0 +1,61 @@
+"""Helpers for sweep config files: products of program axes, and the held-out fractions a
+support can use at a given (M, K).
+
+A held-out fraction that leaves too few training tasks is rejected by validation, and since
+`sweep.frac_ood` is vmapped inside a program, one bad value would reject the whole program: the
+paper's frac_ood lists are therefore cut per (M, K) to the values that validate. (The authors'
+grids list every combination; those leaving fewer training tasks than a connected support needs
+cannot be split and are left out here. Every kept value was checked to split for seeds 0-2.)
+"""
+
+import itertools
+
+from compgen_jax.tasks import supports
+from compgen_jax.types import ConfigError
+
+
+def product(axes: dict) -> tuple[dict, ...]:
+  """{"student.width": (8, 16), "student.depth": (2,)} -> one dict of dotted overrides per
+  combination (the last axis fastest)."""
+  return tuple(dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values()))
+
+
+def valid_fracs(support: str, M: int, K: int, fracs) -> tuple[float, ...]:
+  """The values of `fracs` that supports.validate accepts for (support, M, K), in order."""
+  out = []
+  for frac in fracs:
+    try:
+      supports.validate(support, M, K, frac)
+    except ConfigError:
+      continue
+    out.append(frac)
+  return tuple(out)
+
+
+def scaling_programs(support: str, Ms, Ks, fracs, min_fracs: int = 1, **extra) -> tuple[dict, ...]:
+  """One program per (M, K) with K <= M, carrying the valid held-out fractions of `fracs` as
+  its vmapped sweep.frac_ood; (M, K) with fewer than `min_fracs` valid values are left out.
+  `extra` (dotted names, values fixed) is added to every program after M and K."""
+  programs = []
+  for M, K in itertools.product(Ms, Ks):
+    valid = valid_fracs(support, M, K, fracs) if K <= M else ()
+    if len(valid) >= max(min_fracs, 1):
+      programs.append({"task.num_modules": M, "task.max_hotness": K, **extra,
+                       "sweep.frac_ood": valid})
+  return tuple(programs)
+
+
+def support_programs(M: int, K: int, fracs, ring_hotness: int = 2) -> tuple[dict, ...]:
+  """One program per task-support strategy (supports.STRATEGIES order) for a sweep whose
+  overrides set (M, K): strategies that follow frac_ood get the values of `fracs` valid for them
+  vmapped (left out if none is), those that ignore it (supports.IGNORE_FRAC) one run per seed;
+  connected / disconnected run at K = ring_hotness (they need K = 2)."""
+  programs = []
+  for name in supports.STRATEGIES:
+    if name in ("connected", "disconnected"):
+      programs.append({"task.max_hotness": ring_hotness, "task.support": name})
+    elif name in supports.IGNORE_FRAC:
+      programs.append({"task.support": name})
+    elif valid := valid_fracs(name, M, K, fracs):
+      programs.append({"task.support": name, "sweep.frac_ood": valid})
+  return tuple(programs)

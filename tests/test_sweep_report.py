@@ -1,0 +1,307 @@
+"""The paper's sweep configs (configs/sweeps/*.py) and the sweep report: every preset expands and
+validates; the report's numbers, verdicts and fits follow from planted workdir files; one tiny
+sweep end to end (launcher, probes, REPORT.md whose table equals the workdirs' metrics)."""
+
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import aggregate, load, paper, sweep_report
+from compgen_jax.sweeps import grid, launch, spec
+from compgen_jax.sweeps import index as index_lib
+from compgen_jax.tasks import combinatorics, supports
+from compgen_jax.training import runs
+from tests.helpers import REPO
+
+SWEEPS = sorted(os.path.splitext(os.path.basename(p))[0]
+                for p in glob.glob(os.path.join(REPO, "configs", "sweeps", "*.py")))
+PAPER_EXPERIMENTS = ("data_scaling", "model_size", "scaling_law", "task_support",
+                     "transformer_vs_mlp", "preference_data_scaling", "preference_model_size",
+                     "preference_task_support")
+
+
+# ------------------------------------------------------------------------------------------
+# Sweep configs
+
+
+@pytest.mark.parametrize("experiment", SWEEPS)
+def test_every_preset_expands_and_validates(experiment, tmp_path):
+  sizes = {}
+  for preset in ("tiny", "cpu", "paper"):
+    sweep = spec.load(f"{REPO}/configs/sweeps/{experiment}.py:{preset}", str(tmp_path / "s"))
+    names = [p.name for p in sweep.programs]
+    assert len(set(names)) == len(names) and names, (preset, names)
+    sizes[preset] = len(names)
+  assert sizes["tiny"] <= sizes["cpu"] <= sizes["paper"], sizes
+  assert not os.path.exists(tmp_path / "s")  # validation writes nothing
+  assert set(PAPER_EXPERIMENTS) <= set(SWEEPS)
+  assert experiment in sweep_report.EXPERIMENTS
+
+
+def _paper(experiment: str, tmp_path) -> spec.Sweep:
+  return spec.load(f"{REPO}/configs/sweeps/{experiment}.py:paper", str(tmp_path))
+
+
+@pytest.mark.parametrize("preset", ["tiny", "cpu"])
+def test_every_run_of_the_small_presets_can_be_split(preset, tmp_path):
+  # Validation bounds the budget; the random / equal retries must also find a valid split, as
+  # train.py builds it before compiling (the paper presets were checked the same way once).
+  for experiment in SWEEPS:
+    sweep = spec.load(f"{REPO}/configs/sweeps/{experiment}.py:{preset}", str(tmp_path))
+    base = spec.resolve_base(sweep.base)
+    for program in sweep.programs:
+      cfg = spec.program_config(base, program.name, {**sweep.overrides, **program.overrides})
+      for run in runs.precompute_splits(cfg, runs.run_grid(cfg)):
+        assert run["n_train"] > 0 and run["n_ood"] > 0, (program.name, run)
+
+
+def test_paper_presets_are_the_authors_grids(tmp_path):
+  data = _paper("data_scaling", tmp_path)
+  assert {(p.overrides["task.num_modules"], p.overrides["task.max_hotness"])
+          for p in data.programs} == {(M, K) for M in (8, 16, 24, 32) for K in range(2, 8)}
+  assert {p.num_steps for p in data.programs} == {300_000}
+  # Every frac_ood of the authors' list that leaves a valid support is kept, and only those.
+  for p in data.programs:
+    M, K = p.overrides["task.num_modules"], p.overrides["task.max_hotness"]
+    kept = p.overrides["sweep.frac_ood"]
+    for frac in (0.125, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99):
+      _, _, n_train = combinatorics.split_sizes(M, K, frac)
+      assert (frac in kept) == (n_train >= combinatorics.min_train_tasks(M, K)), (M, K, frac)
+  model = _paper("model_size", tmp_path)
+  assert len(model.programs) == 6 * 2 * 5
+  assert {p.overrides["encoding.name"] for p in model.programs} == set(paper.ENCODING_TABLE)
+  law = _paper("scaling_law", tmp_path)
+  assert {(p.overrides["task.num_modules"], p.overrides["task.max_hotness"],
+           p.overrides["student.name"]) for p in law.programs} == {
+      (M, K, s) for M in range(10, 29, 2) for K in (4, 5, 6) for s in ("mlp", "transformer")}
+  support = _paper("task_support", tmp_path)
+  assert {p.overrides["task.support"] for p in support.programs} == set(supports.STRATEGIES)
+  assert {p.num_steps for p in _paper("preference_task_support", tmp_path).programs} == {
+      3_000_000}
+
+
+def test_grid_helpers():
+  assert grid.product({"a": (1, 2), "b": ("x",)}) == ({"a": 1, "b": "x"}, {"a": 2, "b": "x"})
+  # M=8, K=2: T=36, the connected minimum is 7 training tasks; 0.9 leaves 4.
+  assert grid.valid_fracs("random", 8, 2, (0.5, 0.75, 0.9)) == (0.5, 0.75)
+  programs = grid.support_programs(8, 3, (0.25, 0.5, 0.75))
+  by_name = {p["task.support"]: p for p in programs}
+  assert by_name["connected"]["task.max_hotness"] == 2
+  assert "sweep.frac_ood" not in by_name["non_compositional"]
+  assert by_name["pseudo_random_disconnected"]["sweep.frac_ood"] == (0.5, 0.75)
+
+
+# ------------------------------------------------------------------------------------------
+# Aggregation against independent formulas
+
+
+def test_spearman_first_crossing_and_power_law():
+  rng = np.random.default_rng(0)
+  x, y = rng.normal(size=20), rng.normal(size=20)
+  d = np.argsort(np.argsort(x)) - np.argsort(np.argsort(y))
+  assert aggregate.spearman(x, y) == pytest.approx(1 - 6 * np.sum(d**2) / (20 * (20**2 - 1)))
+  # A curve linear in log x crosses the target exactly where the line does.
+  xs = np.array([10.0, 20.0, 40.0, 80.0])
+  ys = 0.5 + 0.1 * np.log(xs / 10.0)
+  crossing = aggregate.first_crossing(xs, ys, 0.6)
+  assert crossing.x == pytest.approx(10.0 * math.e) and not crossing.bound
+  assert aggregate.first_crossing(xs, ys, 0.4) == (10.0, True)
+  assert math.isnan(aggregate.first_crossing(xs, ys, 0.99).x)
+  T = np.array([50.0, 200.0, 1000.0, 5000.0])
+  fit = aggregate.fit_power_law(T, 3.0 * T**0.4)
+  assert fit.exponent == pytest.approx(0.4) and fit.prefactor == pytest.approx(3.0)
+  assert fit.exponent_se == pytest.approx(0.0, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------------------
+# The report on planted workdirs
+
+
+def _fake_sweep(root, experiment: str, base: str, programs: list[tuple[dict, list[dict]]]) -> str:
+  """A sweep dir whose programs' metrics.jsonl hold the given final rows (no training)."""
+  sweep_dir = str(root / experiment)
+  entries = []
+  for overrides, planted in programs:
+    name = spec.program_name(overrides)
+    cfg = spec.program_config(spec.resolve_base(base), name, overrides)
+    wd = os.path.join(sweep_dir, name)
+    workdir_lib.prepare(wd, cfg)
+    metric_writer.append_rows(os.path.join(wd, load.METRICS_FILE), [
+        {"step": cfg.train.num_steps, "run": i, "seed": i, "frac_ood": 0.25,
+         "learning_rate": 0.003, "weight_decay": 0.003, **run} for i, run in enumerate(planted)])
+    entries.append({"name": name, "overrides": overrides, "workdir": wd,
+                    "command": f"python experiments/train.py --workdir={wd}", "log": "",
+                    "status": "done", "exit_code": 0, "stage": None, "wall_s": 2.0,
+                    "error": None, "job_id": None, "skipped": False})
+  index_lib.write(sweep_dir, {
+      "spec": f"configs/sweeps/{experiment}.py:tiny", "name": experiment, "base": base,
+      "overrides": {}, "sweep_dir": sweep_dir, "launcher": "local", "started": "-",
+      "updated": "-", "programs": entries})
+  return sweep_dir
+
+
+def _verdicts(text: str) -> dict[str, str]:
+  return dict(re.findall(r"^- (.+?): \*\*(yes|no|n/a)\*\*", text, re.M))
+
+
+def _report(sweep_dir: str) -> str:
+  path = sweep_report.write_report(sweep_dir)
+  with open(path) as f:
+    return f.read()
+
+
+def test_scaling_law_recovers_a_planted_exponent(tmp_path):
+  # OOD R^2 linear in log n_train, crossing 0.9 at n* = 0.5 T^0.6 for every (M, K).
+  programs = []
+  for M in (5, 6, 7, 8):
+    T = combinatorics.num_tasks(M, 2)
+    n_star = 0.5 * T**0.6
+    planted = [{"n_train": n, "ood/r2": 0.9 + 0.1 * math.log(n / n_star)}
+            for n in (2, 4, 8, 16, 32)]
+    programs.append(({"task.num_modules": M, "task.max_hotness": 2}, planted))
+  text = _report(_fake_sweep(tmp_path, "scaling_law", "configs/hyperteacher.py:tiny", programs))
+  verdicts = _verdicts(text)
+  assert verdicts["mlp: tasks needed grow more slowly than T (fitted exponent < 1)"] == "yes"
+  assert "T^0.600 ± 0.000" in text and "target OOD R^2 = 0.95" in text
+  assert os.path.exists(tmp_path / "scaling_law" / "scaling_law_ood_r2.png")
+
+
+def test_data_scaling_table_and_monotonicity(tmp_path):
+  rising = [{"n_train": n, "ood/r2": v} for n, v in ((8, 0.2), (12, 0.5), (8, 0.4), (12, 0.7))]
+  falling = [{"n_train": n, "ood/r2": v} for n, v in ((8, 0.6), (12, 0.3))]
+  sweep_dir = _fake_sweep(tmp_path, "data_scaling", "configs/hyperteacher.py:tiny", [
+      ({"task.num_modules": 5, "task.max_hotness": 2}, rising),
+      ({"task.num_modules": 6, "task.max_hotness": 2}, falling)])
+  text = _report(sweep_dir)
+  assert _verdicts(text)["OOD R^2 monotone in n_train (non-decreasing mean at every (M, K))"] \
+      == "no"
+  # mean and sample s.d. over the two seeds of (M=5, K=2, n_train=8): 0.3 ± 0.141
+  assert "| 5 | 2 | 15 | 8 | 0.250 | 0.300 ± 0.141 | 2 |" in text
+  assert "No probes in this sweep" in text
+
+
+def test_task_support_verdicts_follow_the_planted_numbers(tmp_path):
+  def seeds(*values):
+    return [{"n_train": 10, "n_ood": 5, "ood/r2": v} for v in values]
+
+  planted = {"random": seeds(0.9, 0.92), "non_compositional": seeds(0.3, 0.32),
+             "popular_modules": seeds(0.91, 0.9), "unpopular_modules": seeds(0.88, 0.9)}
+  sweep_dir = _fake_sweep(tmp_path, "task_support", "configs/hyperteacher.py:tiny",
+                          [({"task.support": s}, r) for s, r in planted.items()])
+  verdicts = _verdicts(_report(sweep_dir))
+  assert verdicts["OOD R^2: non_compositional clearly lower than random"] == "yes"
+  assert verdicts["OOD R^2: popular_modules not clearly lower than random"] == "yes"
+  assert verdicts["OOD R^2: unpopular_modules clearly lower than random"] == "no"
+  assert (tmp_path / "task_support" / "task_support_ood_r2.png").stat().st_size > 0
+
+
+def test_encoding_table_and_decodability(tmp_path):
+  programs = []
+  for i, enc in enumerate(("identity", "few_shot")):
+    planted = [{"n_train": 12, "ood/r2": 0.5 + 0.1 * i + 0.01 * s} for s in range(3)]
+    programs.append(({"encoding.name": enc, "student.width": 32}, planted))
+  sweep_dir = _fake_sweep(tmp_path, "model_size", "configs/hyperteacher.py:tiny", programs)
+  for entry in index_lib.read(sweep_dir)["programs"]:  # decodability = OOD R^2 - 0.1
+    rows = metric_writer.read_rows(os.path.join(entry["workdir"], load.METRICS_FILE))
+    metric_writer.append_rows(os.path.join(entry["workdir"], load.PROBE_FILE), [
+        {**r, "lambda": 1.0, "z/best/ood_r2": r["ood/r2"] - 0.1, "z/input/ood_r2": 1.0}
+        for r in rows])
+  text = _report(sweep_dir)
+  assert "| identity (`identity`) | 0.950 | 0.410 ± 0.010 | 1.000 | 1.000 | 1.000 | " \
+         "0.510 ± 0.010 |" in text
+  assert "| few-shot (`few_shot`) | 0.900 |" in text
+  assert _verdicts(text)[
+      "strong positive correlation of task decodability with OOD R^2 (Pearson r >= 0.7)"] == "yes"
+  assert "r = 1.000" in text
+
+
+def test_preference_reports_both_accuracies(tmp_path):
+  planted = [{"n_train": n, "ood/acc": a, "ood/acc_all": b}
+          for n, a, b in ((4, 0.6, 0.1), (6, 0.7, 0.2))]
+  text = _report(_fake_sweep(tmp_path, "preference_data_scaling", "configs/preference.py:tiny",
+                             [({"task.num_modules": 4}, planted)]))
+  assert "| 4 | 2 | 10 | 4 | 0.250 | 0.100 | 0.600 | 1 |" in text
+  for slug in ("ood_acc_all", "ood_acc"):
+    assert (tmp_path / "preference_data_scaling" / f"data_scaling_{slug}.png").exists()
+
+
+def test_unfinished_programs_are_listed_not_reported(tmp_path):
+  planted = [{"n_train": n, "ood/r2": n / 20} for n in (8, 12)]
+  sweep_dir = _fake_sweep(tmp_path, "data_scaling", "configs/hyperteacher.py:tiny", [
+      ({"task.num_modules": 5}, planted), ({"task.num_modules": 6}, planted)])
+  index = index_lib.read(sweep_dir)
+  index["programs"][1].update(status="failed", exit_code=2, stage="train", log="L.log")
+  index_lib.write(sweep_dir, index)
+  text = _report(sweep_dir)
+  assert "| 5 | 2 | 15 | 8 |" in text and "| 6 | 2 | 21 |" not in text
+  assert _verdicts(text)["every program finished"] == "no"
+  assert "exit 2 in train; log L.log" in text
+
+
+def test_missing_index_is_a_clear_error(tmp_path):
+  with pytest.raises(Exception, match="index.json"):
+    sweep_report.write_report(str(tmp_path))
+
+
+# ------------------------------------------------------------------------------------------
+# End to end: the tiny data-scaling sweep, probed, then its report
+
+
+def _table_cells(text: str, section: str) -> dict[tuple, str]:
+  """{(M, K, n_train): OOD R^2 cell} of a section's markdown table."""
+  body = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+  cells = {}
+  for line in body.splitlines():
+    parts = [p.strip() for p in line.strip("|").split("|")]
+    if len(parts) == 7 and parts[0].isdigit():
+      cells[(int(parts[0]), int(parts[1]), int(parts[3]))] = parts[5]
+  return cells
+
+
+def test_tiny_sweep_end_to_end(tmp_path):
+  sweep_dir = str(tmp_path / "data_scaling")
+  spec_path = f"{REPO}/configs/sweeps/data_scaling.py:tiny"
+  assert launch.run_sweep(spec_path, sweep_dir, probe=True) == []
+  out = str(tmp_path / "report")
+  path = sweep_report.write_report(sweep_dir, out)
+  assert path == os.path.join(out, "REPORT.md")
+  for figure in ("data_scaling_ood_r2.png", "decodability_ood_r2.png"):
+    assert os.path.getsize(os.path.join(out, figure)) > 0
+  with open(path) as f:
+    text = f.read()
+  # The table's numbers are the final metrics.jsonl rows, averaged over seeds here by hand.
+  expected = {}
+  for program in spec.load(spec_path, sweep_dir).programs:
+    with open(os.path.join(program.workdir, "config.json")) as f:
+      task = json.load(f)["task"]
+    rows = [r for r in metric_writer.read_rows(os.path.join(program.workdir, "metrics.jsonl"))
+            if r["step"] == program.num_steps]
+    for n in {r["n_train"] for r in rows}:
+      values = [r["ood/r2"] for r in rows if r["n_train"] == n]
+      expected[(task["num_modules"], task["max_hotness"], n)] = (
+          f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}")
+  assert _table_cells(text, "Data scaling") == expected
+  assert len(expected) == 4
+  assert "experiments/probe.py" in text and "every program finished: **yes**" in text
+  assert "strong positive correlation of task decodability" in text
+
+
+def test_report_binary_sweep_mode_and_flag_errors(tmp_path):
+  sweep_dir = _fake_sweep(tmp_path, "data_scaling", "configs/hyperteacher.py:tiny", [
+      ({"task.num_modules": 5}, [{"n_train": n, "ood/r2": n / 20} for n in (8, 12)])])
+  binary = os.path.join(REPO, "experiments", "report.py")
+  done = subprocess.run([sys.executable, binary, f"--sweep_dir={sweep_dir}",
+                         f"--out={tmp_path / 'out'}"], capture_output=True, text=True, cwd=REPO)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.strip() == str(tmp_path / "out" / "REPORT.md")
+  done = subprocess.run([sys.executable, binary], capture_output=True, text=True, cwd=REPO)
+  assert done.returncode == 2 and "exactly one of --sweep_dir and --workdirs" in done.stderr
