@@ -81,6 +81,17 @@ def _metrics(rows: list[dict]) -> tuple[Metric, ...]:
   return METRICS.get(family, METRICS["hyperteacher"])
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def portable(text: str) -> str:
+  """A command line or path as a reader runs it: relative to the repository root, `python`."""
+  words = [("python" if i == 0 and w.endswith(("python", "python3")) else w)
+           for i, w in enumerate(shlex.split(text))] if " " in text else [text]
+  return shlex.join(w.replace(REPO + os.sep, "") for w in words) if " " in text else (
+      text.replace(REPO + os.sep, ""))
+
+
 def runs_section(index: dict, rows: list[dict]) -> str:
   """Status, runs and wall time per program, then the exact command lines."""
   runs = {}
@@ -96,11 +107,10 @@ def runs_section(index: dict, rows: list[dict]) -> str:
                  entry.get("error") or (f"exit {entry.get('exit_code')} in "
                                         f"{entry.get('stage')}; log {entry.get('log')}"
                                         if entry["status"] == "failed" else "")])
-    commands.append(entry["command"])
+    commands.append(portable(entry["command"]))
     if os.path.exists(os.path.join(entry["workdir"], load.PROBE_FILE)):
-      python = shlex.split(entry["command"])[0]
-      commands.append(shlex.join([python, os.path.join("experiments", "probe.py"),
-                                  f"--workdir={entry['workdir']}"]))
+      commands.append(portable(shlex.join(["python", os.path.join("experiments", "probe.py"),
+                                           f"--workdir={entry['workdir']}"])))
   failed = [e["name"] for e in index["programs"] if e["status"] != "done"]
   lines = [f"Sweep `{index['spec']}` ({index['name']}), base `{index['base']}`, launcher "
            f"{index['launcher']}; {len(index['programs'])} programs, {len(rows)} runs, "
@@ -124,7 +134,7 @@ def render(index: dict, rows: list[dict], out_dir: str) -> str:
            f"Reproducing *{paper.TITLE}*. Every number below is computed from this sweep's "
            f"workdirs (final evaluation of each run; probes at the last probed step); means "
            f"± 1 s.d. over seeds. Written by `python experiments/report.py "
-           f"--sweep_dir={index['sweep_dir']}`.", ""]
+           f"--sweep_dir={portable(index['sweep_dir'])}`.", ""]
   if not rows:
     parts.append("No finished runs yet.")
   else:
