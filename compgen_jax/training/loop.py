@@ -8,7 +8,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from compgen_jax import checkpointing, metric_writer, rng
+from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import curves
 from compgen_jax.evaluation import evaluators
@@ -35,22 +35,14 @@ def _jitted_init(cfg: ml_collections.ConfigDict):
   return jax.jit(jax.vmap(lambda key, hparams, split: init_run(key, hparams, cfg, split)))
 
 
-def host_splits(cfg: ml_collections.ConfigDict, keys: jax.Array, hparams: dict):
-  """The stacked numpy Split [R, T] of each run, computed on the host from its key."""
-  split_keys = jax.vmap(lambda k: rng.stream(k, "split"))(keys)
-  seed_data = np.asarray(jax.random.key_data(split_keys))
-  fracs = np.asarray(hparams["frac_ood"])
-  splits = [supports.host_split(seed_data[r], fracs[r], strategy=cfg.task.support,
-                                M=cfg.task.num_modules, K=cfg.task.max_hotness,
-                                max_retries=cfg.task.max_retries) for r in range(len(fracs))]
-  return jax.tree.map(lambda *a: np.stack(a), *splits)
-
-
 def make_init(cfg: ml_collections.ConfigDict):
   """(keys [R], hparams {name: [R]}) -> stacked RunState: jit(vmap(init_run)) with the splits
   computed on the host first, so the compiled program has no host callback and the persistent
   compilation cache can keep it (start-up)."""
-  return lambda keys, hparams: _jitted_init(cfg)(keys, hparams, host_splits(cfg, keys, hparams))
+  def init(keys, hparams):
+    return _jitted_init(cfg)(keys, hparams, runs.host_splits(cfg, keys, hparams))
+
+  return init
 
 
 def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):

@@ -43,22 +43,28 @@ def run_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]) -> tuple[jax.Ar
   return keys, hparams
 
 
+def host_splits(cfg: ml_collections.ConfigDict, keys: jax.Array,
+                hparams: dict) -> supports.Split:
+  """The stacked numpy Split [R, T] of each run, computed on the host from its key (the value
+  init_run's callback would compute; the results are cached by key and canonical frac_ood)."""
+  split_keys = jax.vmap(lambda k: rng.stream(k, "split"))(keys)
+  seed_data = np.asarray(jax.random.key_data(split_keys))
+  fracs = np.asarray(hparams["frac_ood"])
+  splits = [supports.host_split(seed_data[r], fracs[r], strategy=cfg.task.support,
+                                M=cfg.task.num_modules, K=cfg.task.max_hotness,
+                                max_retries=cfg.task.max_retries) for r in range(len(fracs))]
+  return jax.tree.map(lambda *a: np.stack(a), *splits)
+
+
 def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[dict]:
   """Builds every run's split on the host now, so an impossible split fails before compiling.
 
-  The results are cached under the canonical frac_ood (combinatorics.canonical_frac), the one the
-  float32 value in init_run's host callback maps to, so the callback finds exactly these splits.
   Returns the grid with each run's number of training and held-out tasks (`n_train`, `n_ood`:
   the x axis of the paper's scaling plots) added.
   """
-  out = []
-  for run in grid:
-    key = rng.stream(rng.run_key(cfg.seed, run["seed"]), "split")
-    train_T, ood_T = supports.split_masks(
-        cfg.task.support, np.asarray(jax.random.key_data(key)), cfg.task.num_modules,
-        cfg.task.max_hotness, run["frac_ood"], cfg.task.max_retries)
-    out.append({**run, "n_train": int(train_T.sum()), "n_ood": int(ood_T.sum())})
-  return out
+  splits = host_splits(cfg, *run_inputs(cfg, grid))
+  return [{**run, "n_train": int(splits.n_train[r]), "n_ood": int(splits.n_ood[r])}
+          for r, run in enumerate(grid)]
 
 
 def _positive(cfg, section: str, names: tuple[str, ...]) -> None:
