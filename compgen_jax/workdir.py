@@ -15,12 +15,10 @@ def config_dict(cfg: ml_collections.ConfigDict) -> dict:
   return json.loads(cfg.to_json_best_effort(sort_keys=True))
 
 
-def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
-  """Creates `workdir` with config.json, or checks it holds the same config.
-
-  Returns True when the workdir already existed with this config (a resume). A different
-  config is refused with the fields that differ; nothing is overwritten.
-  """
+def check(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
+  """True when `workdir` already holds this config, False when it holds none; a different or
+  damaged config (or a workdir that is a file) is a ConfigError naming what differs. Writes
+  nothing."""
   path = os.path.join(workdir, CONFIG_FILE)
   new = config_dict(cfg)
   if os.path.exists(workdir) and not os.path.isdir(workdir):
@@ -36,10 +34,22 @@ def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
           "workdir", f"{workdir!r} holds a run with a different config (differs in: "
           f"{', '.join(diff[:10])}); use a new --workdir")
     return True
+  return False
+
+
+def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
+  """Creates `workdir` with config.json, or checks it holds the same config.
+
+  Returns True when the workdir already existed with this config (a resume). A different
+  config is refused with the fields that differ; nothing is overwritten.
+  """
+  if check(workdir, cfg):
+    return True
+  path = os.path.join(workdir, CONFIG_FILE)
   try:
     os.makedirs(workdir, exist_ok=True)
     with open(path + ".tmp", "w") as f:
-      json.dump(new, f, indent=2, sort_keys=True)
+      json.dump(config_dict(cfg), f, indent=2, sort_keys=True)
     os.replace(path + ".tmp", path)
   except OSError as e:
     raise ConfigError("workdir", f"cannot write {path!r}: {e.strerror or e}") from e

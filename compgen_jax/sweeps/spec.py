@@ -5,7 +5,6 @@ A sweep config file's get_config(preset) returns `name`, `base` (a train config 
 overrides for every program) and `programs` (one mapping of dotted overrides per program).
 """
 
-import json
 import os
 import re
 import shlex
@@ -172,17 +171,11 @@ def _plain(value):
 
 def check_workdir(workdir: str, cfg: ml_collections.ConfigDict, name: str) -> None:
   """An existing workdir must hold this config (train.py would refuse it later, mid-sweep)."""
-  path = os.path.join(workdir, workdir_lib.CONFIG_FILE)
-  if not os.path.exists(path):
-    return
-  with open(path) as f:
-    old = flatten(json.load(f))
-  new = flatten(workdir_lib.config_dict(cfg))
-  diff = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-  if diff:
-    raise ConfigError("workdir", f"sweep program {name!r}: {workdir!r} holds a run with a "
-                      f"different config (differs in: {', '.join(diff[:10])}); use a new "
-                      f"--sweep_dir")
+  try:
+    workdir_lib.check(workdir, cfg)
+  except ConfigError as e:
+    message = _message(e).replace("use a new --workdir", "use a new --sweep_dir")
+    raise ConfigError("workdir", f"sweep program {name!r}: {message}") from None
 
 
 def resolve_base(base) -> str:
