@@ -28,7 +28,8 @@ def first_chunk_seconds(cache: str, workdir: str) -> tuple[float, float]:
   args = [sys.executable, os.path.join(REPO, "experiments", "train.py"),
           f"--config={_CONFIG.value}", f"--workdir={workdir}", f"--compilation_cache={cache}",
           f"--config.train.chunk_size={CHUNK}", f"--config.train.log_every={CHUNK}",
-          f"--config.train.num_steps={2 * CHUNK}", f"--config.train.eval_every={2 * CHUNK}",
+          f"--config.train.num_steps={2 * CHUNK}", f"--config.evals.id.every={2 * CHUNK}",
+          f"--config.evals.ood.every={2 * CHUNK}",
           f"--config.train.checkpoint_every={2 * CHUNK}", "--config.optim.warmup_steps=5",
           "--config.train.progress=False"]
   metrics = os.path.join(workdir, "metrics.jsonl")

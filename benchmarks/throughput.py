@@ -2,17 +2,20 @@
 
   python benchmarks/throughput.py                       # CPU: widths 128..1024, 1 and 8 runs
   python benchmarks/throughput.py --runs=1,8,64         # on a GPU
+  benchmarks/gpu.sh                                     # GPU: widths 256..2048 x runs 1..256
 
-Prints run-steps/s, task samples/s and achieved GFLOP/s per width and run count, the machine's
-measured matmul peak, and the slow way (one seed, one jitted call per step, the batch made by a
-separate jitted call) with the fused/slow ratio measured in the same process. Timings are printed,
-never asserted.
+Prints run-steps/s, task samples/s and achieved GFLOP/s per width and run count (a line as each
+is measured, then the table), the machine's measured matmul peak, and the slow way (one seed, one
+jitted call per step, the batch made by a separate jitted call) with the fused/slow ratio measured
+in the same process. Timings are printed, never asserted. A configuration whose estimated memory
+exceeds the device's, or that runs out of it, is reported as skipped and the others go on.
 """
 
 import os
 import time
 
 import jax
+import jax.numpy as jnp
 from absl import app, flags
 
 from compgen_jax import cli
@@ -21,11 +24,17 @@ from compgen_jax.training import loop, runs
 from compgen_jax.training import step as step_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# --precision -> jax_default_matmul_precision (float32 matmuls; "default" is TF32 on recent GPUs)
+PRECISIONS = {"default": None, "bf16": "bfloat16", "tf32": "tensorfloat32", "high": "high",
+              "highest": "highest"}
 
 _WIDTHS = flags.DEFINE_list("widths", ["128", "256", "512", "1024"], "MLP widths (depth 4).")
 _RUNS = flags.DEFINE_list("runs", ["1", "8"], "Numbers of vmapped runs.")
 _STEPS = flags.DEFINE_integer("steps", 50, "Steps per timed chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed chunks (best is reported).")
+_PRECISION = flags.DEFINE_enum("precision", "default", list(PRECISIONS), "Precision of float32 "
+                               "matmuls (jax_default_matmul_precision).")
+_SLOW = flags.DEFINE_bool("slow", True, "Also time the slow way (one run per width).")
 
 
 def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
@@ -43,13 +52,32 @@ def _timed(fn) -> float:
   return time.perf_counter() - start
 
 
+def _mlp_dims(cfg) -> list[int]:
+  dims = [cfg.task.num_modules + cfg.task.input_dim] + [cfg.student.width] * cfg.student.depth
+  return dims + [cfg.task.output_dim]
+
+
 def step_gflop(cfg) -> float:
   """Analytic FLOPs of one training step of one run: 3x the student's forward matmuls."""
   samples = cfg.train.batch_size * cfg.task.num_samples
-  dims = [cfg.task.num_modules + cfg.task.input_dim] + [cfg.student.width] * cfg.student.depth
-  dims.append(cfg.task.output_dim)
+  dims = _mlp_dims(cfg)
   forward = sum(2 * a * b for a, b in zip(dims[:-1], dims[1:], strict=True)) * samples
   return 3 * forward / 1e9
+
+
+def run_gb(cfg) -> float:
+  """Rough device memory of one run in a chunk: parameters, gradients and two Adam moments, and
+  the activations kept for the backward pass (3 per sample and layer), all float32."""
+  dims = _mlp_dims(cfg)
+  params = sum(a * b + b for a, b in zip(dims[:-1], dims[1:], strict=True))
+  activations = 3 * cfg.train.batch_size * cfg.task.num_samples * sum(dims[1:])
+  return 4 * (4 * params + activations) / 1e9
+
+
+def device_gb() -> float | None:
+  """The memory the default device can allocate (None where it does not say, e.g. a CPU)."""
+  stats = jax.devices()[0].memory_stats() or {}
+  return stats["bytes_limit"] / 1e9 if "bytes_limit" in stats else None
 
 
 def _state(cfg, num_runs: int):
@@ -60,8 +88,11 @@ def _state(cfg, num_runs: int):
   return loop.make_init(cfg)(keys, hparams)
 
 
-def fused_steps_per_s(cfg, num_runs: int) -> float:
-  state, bits = _state(cfg, num_runs), loop.task_bits(cfg)
+def fused_steps_per_s(cfg, one_run, num_runs: int) -> float:
+  """Run-steps/s of the chunk over `num_runs` copies of the run `one_run` (copies, so the init is
+  compiled once per width; the chunk's cost does not depend on the seeds)."""
+  state = jax.tree.map(lambda a: jnp.repeat(a, num_runs, axis=0), one_run)
+  bits = loop.task_bits(cfg)
   chunk = step_lib.make_train_chunk(cfg, _STEPS.value)
   state, _, _ = chunk(state, bits)
   jax.block_until_ready(state)
@@ -92,26 +123,58 @@ def slow_steps_per_s(cfg) -> float:
   return _STEPS.value / best
 
 
+def _out_of_memory(e: Exception) -> bool:
+  return "RESOURCE_EXHAUSTED" in str(e) or "out of memory" in str(e).lower()
+
+
+def measure_width(cfg, width: int, limit_gb: float | None, rows: list[list]) -> None:
+  """Appends the table rows of one width to `rows` as each is measured: the slow way, then each
+  run count."""
+  cfg.student.width = width
+  samples, gflop = cfg.train.batch_size * cfg.task.num_samples, step_gflop(cfg)
+  slow = slow_steps_per_s(cfg) if _SLOW.value else float("nan")
+  if _SLOW.value:
+    rows.append([width, 1, "slow", slow, slow * samples, slow * gflop, 1.0, ""])
+  one_run = _state(cfg, 1)
+  for num_runs in map(int, _RUNS.value):
+    need = num_runs * run_gb(cfg)
+    if limit_gb is not None and need > limit_gb:
+      row = [width, num_runs, "fused"] + [float("nan")] * 4 + [
+          f"skipped: needs ~{need:.3g} of {limit_gb:.3g} GB"]
+    else:
+      try:
+        fused = fused_steps_per_s(cfg, one_run, num_runs)
+        row = [width, num_runs, "fused", fused, fused * samples, fused * gflop, fused / slow, ""]
+      except jax.errors.JaxRuntimeError as e:
+        if not _out_of_memory(e):
+          raise
+        row = [width, num_runs, "fused"] + [float("nan")] * 4 + ["out of memory"]
+    print("  " + "  ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row),
+          flush=True)
+    rows.append(row)
+  return rows
+
+
 def main(argv):
   del argv
+  if PRECISIONS[_PRECISION.value]:
+    jax.config.update("jax_default_matmul_precision", PRECISIONS[_PRECISION.value])
+  print(f"jax {jax.__version__}, devices {jax.devices()}; matmul precision "
+        f"{_PRECISION.value}", flush=True)
   peak = matmul_peak_gflops()
-  rows = []
-  for width in map(int, _WIDTHS.value):
-    cfg = cli.load_config_file(os.path.join(REPO, "configs", "hyperteacher.py") + ":paper")
-    cfg.unlock()
-    cfg.student.width = width
-    slow = slow_steps_per_s(cfg)
-    samples = cfg.train.batch_size * cfg.task.num_samples
-    gflop = step_gflop(cfg)
-    rows.append([width, 1, "slow", slow, slow * samples, slow * gflop, 1.0])
-    for num_runs in map(int, _RUNS.value):
-      fused = fused_steps_per_s(cfg, num_runs)
-      rows.append([width, num_runs, "fused", fused, fused * samples, fused * gflop, fused / slow])
   print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()}; "
-        f"measured f32 matmul peak {peak:.1f} GFLOP/s")
+        f"measured f32 matmul peak {peak:.1f} GFLOP/s", flush=True)
+  limit_gb = device_gb()
+  rows = []
+  try:
+    for width in map(int, _WIDTHS.value):
+      cfg = cli.load_config_file(os.path.join(REPO, "configs", "hyperteacher.py") + ":paper")
+      cfg.unlock()
+      measure_width(cfg, width, limit_gb, rows)
+  except KeyboardInterrupt:  # e.g. gpu.sh's timeout: the table of what was measured
+    print("interrupted; the table has the configurations measured so far", flush=True)
   print(report.table(["width", "runs", "path", "run-steps/s", "samples/s", "GFLOP/s",
-                      "vs slow"], rows))
-
+                      "vs slow", "note"], rows))
 
 
 if __name__ == "__main__":

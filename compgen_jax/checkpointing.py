@@ -5,6 +5,7 @@ import os
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from compgen_jax.types import CheckpointError, PyTree
 
@@ -31,8 +32,12 @@ def available_steps(directory: str) -> list[int]:
 def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> tuple[int, PyTree]:
   """Restores the checkpoint at `step` (default latest) against `abstract_state`.
 
-  Raises CheckpointError naming the path when it is missing, corrupt or of another shape.
+  Leaves of `abstract_state` without a sharding are restored replicated over all devices, so a
+  checkpoint written with any device count restores onto this one (orbax would otherwise reuse
+  the writer's device layout). Raises CheckpointError naming the path when it is missing, corrupt
+  or of another shape.
   """
+  abstract_state = jax.tree.map(_placed, abstract_state)
   steps = available_steps(directory)
   if not steps:
     raise CheckpointError(f"no checkpoint found in {directory!r}")
@@ -50,6 +55,13 @@ def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> 
     ) from e
   _check_shapes(abstract_state, state, directory, step)
   return step, state
+
+
+def _placed(leaf: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+  if getattr(leaf, "sharding", None) is not None:
+    return leaf
+  replicated = NamedSharding(Mesh(np.asarray(jax.devices()), ("devices",)), PartitionSpec())
+  return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=replicated)
 
 
 def _earlier_intact(mngr, directory: str, abstract_state: PyTree, earlier: list[int]) -> str:

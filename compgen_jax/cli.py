@@ -89,10 +89,35 @@ def use_compilation_cache(directory: str | None) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed", False, "Join a multi-host job with jax.distributed.initialize() before any "
+    "JAX computation: the run axis is then sharded over every host's devices. Under SLURM (one "
+    "task per host) JAX reads the job from the environment; elsewhere give --coordinator_address, "
+    "--num_processes and --process_id.")
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "With --distributed: host:port "
+                                   "of process 0 (default: from the cluster environment).")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "With --distributed: number of "
+                                      "processes (default: from the cluster environment).")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "With --distributed: this process's "
+                                   "index (default: from the cluster environment).")
+
+
+def init_distributed(enabled: bool, coordinator_address: str | None = None,
+                     num_processes: int | None = None, process_id: int | None = None) -> None:
+  """jax.distributed.initialize (unset arguments: auto-detected, e.g. from SLURM's variables).
+  It must run before JAX touches a device, so binaries call it before main."""
+  if enabled:
+    import jax  # noqa: PLC0415 - only binaries that ask for it pay for importing jax here
+
+    jax.distributed.initialize(coordinator_address, num_processes, process_id)
+
+
 def run(main) -> None:
-  """app.run(main) with parse_flags and the --compilation_cache flag applied first."""
+  """app.run(main) with parse_flags, and --compilation_cache and --distributed applied first."""
   def with_cache(argv):
     use_compilation_cache(_CACHE.value)
+    init_distributed(_DISTRIBUTED.value, _COORDINATOR.value, _NUM_PROCESSES.value,
+                     _PROCESS_ID.value)
     return main(argv)
 
   app.run(with_cache, flags_parser=parse_flags)

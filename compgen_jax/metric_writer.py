@@ -1,12 +1,29 @@
-"""jsonl metrics (one row per logging window and run), jsonl readers, and the progress bar."""
+"""Metric rows (one per logging window and run) and their sinks: metrics.jsonl (always; analysis,
+reports and resume read it) and optionally TensorBoard event files; jsonl readers; the progress bar.
+"""
 
 import json
 import math
 import os
+import socket
+import struct
+import time
 from collections.abc import Iterable
+from typing import Protocol
 
+import ml_collections
 import numpy as np
 import tqdm
+from tensorboardX.proto import event_pb2, summary_pb2
+from tensorboardX.record_writer import masked_crc32c
+
+from compgen_jax.run_state import HPARAMS
+from compgen_jax.types import ConfigError
+
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+# Row fields that say which run and step a row belongs to; every other number is a measurement.
+ID_FIELDS = ("step", "run", "seed", "n_train", "n_ood", *HPARAMS)
 
 
 def _plain(value):
@@ -94,6 +111,146 @@ def stacked_rows(metrics: dict, first_step: int, run_info: list[dict],
       row.update({k: float(a[t, r]) for k, a in arrays.items()})
       rows.append(row)
   return rows
+
+
+class MetricWriter(Protocol):
+  """A sink for metric rows: `write` once per chunk (then flushed), `close` at the end."""
+
+  def write(self, rows: list[dict]) -> None: ...
+
+  def close(self) -> None: ...
+
+
+class JsonlWriter:
+  """metrics.jsonl: all rows of a chunk in one append (see append_rows)."""
+
+  def __init__(self, path: str):
+    self.path = path
+
+  def write(self, rows: list[dict]) -> None:
+    append_rows(self.path, rows)
+
+  def close(self) -> None:
+    pass
+
+
+def _record(message) -> bytes:
+  """A TFRecord: payload length (uint64 LE), its masked crc32c, the payload, its masked crc32c."""
+  data = message.SerializeToString()
+  header = struct.pack("<Q", len(data))
+  return (header + struct.pack("<I", masked_crc32c(header)) + data
+          + struct.pack("<I", masked_crc32c(data)))
+
+
+def _is_number(value) -> bool:
+  return isinstance(value, int | float | np.number) and not isinstance(value, bool | np.bool_)
+
+
+class TensorBoardWriter:
+  """TensorBoard scalars: one directory per run (`run_<i>_seed<s>` plus the `name_fields` values, so
+  each seed and swept value is its own curve) holding one event file per attempt.
+
+  Each file starts with the records tensorboardX's SummaryWriter(purge_step=resume_step + 1)
+  writes (file_version, then file_version and SessionLog.START at the purge step): TensorBoard then
+  drops every earlier point with step >= the purge step, i.e. what a killed attempt wrote after the
+  checkpoint; the checkpoint step's own rows stay, as in metrics.jsonl. (The Rust data server
+  ignores SessionLog but drops a series' points at or after any step it reads again, which the
+  resumed attempt does for every series.) Records are appended and flushed synchronously, once per
+  chunk: SummaryWriter hands events to a thread and its flush() does not wait for them, so a kill
+  just after a checkpoint could lose rows up to it, which a resume never writes again.
+  """
+
+  def __init__(self, logdir: str, resume_step: int, name_fields: tuple[str, ...] = ("seed",)):
+    self.logdir = logdir
+    self.purge_step = resume_step + 1
+    self.name_fields = name_fields
+    self._paths = {}  # run index -> this attempt's event file
+
+  def _path(self, row: dict) -> str:
+    if row["run"] not in self._paths:
+      name = "_".join([f"run_{row['run']}"] + [
+          f"{k}{row[k]:g}" if isinstance(row[k], float) else f"{k}{row[k]}"
+          for k in self.name_fields])
+      run_dir = os.path.join(self.logdir, name)
+      os.makedirs(run_dir, exist_ok=True)
+      # TensorBoard reads a run's files in name order: the attempt number keeps that order
+      # chronological even when two attempts start within one second or on skewed clocks.
+      attempt = sum("tfevents" in f for f in os.listdir(run_dir))
+      path = os.path.join(run_dir, f"events.out.tfevents.{attempt:04d}.{int(time.time())}."
+                          f"{socket.gethostname()}")
+      now, version = time.time(), "brain.Event:2"
+      start = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
+      with open(path, "xb") as f:  # never overwrites an earlier attempt's file
+        f.write(_record(event_pb2.Event(wall_time=now, file_version=version))
+                + _record(event_pb2.Event(wall_time=now, step=self.purge_step,
+                                          file_version=version))
+                + _record(event_pb2.Event(wall_time=now, step=self.purge_step,
+                                          session_log=start)))
+      self._paths[row["run"]] = path
+    return self._paths[row["run"]]
+
+  def write(self, rows: list[dict]) -> None:
+    chunks = {}  # path -> this chunk's records, appended in one write (as the jsonl rows are)
+    for row in rows:
+      values = [summary_pb2.Summary.Value(tag=k, simple_value=float(v))
+                for k, v in row.items() if k not in ID_FIELDS and _is_number(v)]
+      event = event_pb2.Event(wall_time=time.time(), step=int(row["step"]),
+                              summary=summary_pb2.Summary(value=values))
+      chunks.setdefault(self._path(row), []).append(_record(event))
+    # Opened per chunk, not held: a sweep of thousands of runs stays under the open-file limit.
+    # Closing flushes (users watch live); like the jsonl rows, no fsync (a killed process loses
+    # nothing).
+    for path, records in chunks.items():
+      with open(path, "ab") as f:
+        f.write(b"".join(records))
+
+  def close(self) -> None:
+    pass  # every chunk's records are already closed on disk
+
+
+class Writers:
+  """Several sinks behind the MetricWriter interface, written in order (jsonl first)."""
+
+  def __init__(self, writers: list[MetricWriter]):
+    self.writers = writers
+
+  def write(self, rows: list[dict]) -> None:
+    for w in self.writers:
+      w.write(rows)
+
+  def close(self) -> None:
+    for w in self.writers:
+      w.close()
+
+
+def _swept(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
+  return tuple(name for name in HPARAMS if tuple(cfg.sweep[name]))
+
+
+WRITERS = {
+    "jsonl": lambda cfg, workdir, step: JsonlWriter(os.path.join(workdir, METRICS_FILE)),
+    "tensorboard": lambda cfg, workdir, step: TensorBoardWriter(
+        os.path.join(workdir, TENSORBOARD_DIR), step, ("seed", *_swept(cfg))),
+}
+
+
+def validate_writers(names) -> None:
+  """ConfigError naming train.writers for an unknown name or a missing jsonl."""
+  unknown = [n for n in names if n not in WRITERS]
+  if unknown:
+    raise ConfigError("train.writers", f"unknown {', '.join(map(repr, unknown))}; allowed: "
+                      f"{', '.join(WRITERS)}")
+  if "jsonl" not in names:
+    raise ConfigError("train.writers", "must include 'jsonl': metrics.jsonl is what resume, the "
+                      "final rows, analysis and reports read; other writers are extra sinks")
+
+
+def make_writer(cfg: ml_collections.ConfigDict, workdir: str, resume_step: int) -> MetricWriter:
+  """The sinks named by cfg.train.writers for a run of `workdir` resuming from `resume_step`
+  (0 for a fresh start)."""
+  names = tuple(cfg.train.writers)
+  validate_writers(names)
+  return Writers([WRITERS[n](cfg, workdir, resume_step) for n in dict.fromkeys(names)])
 
 
 def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False):

@@ -7,6 +7,9 @@
       --config.student.name=transformer --config.encoding.name=language
 
 Presets: paper (the paper's setting, for a GPU), quick (2 CPU cores, minutes), tiny (tests).
+Training evaluates what `evals` lists (id and ood); to add or replace evaluators from the command
+line give the whole section, e.g. --config.evals="{'id': {'every': 500}, 'ood_hotness': {}}"
+(omitted settings take their defaults; every=0 evaluates only at the last step).
 Array-valued sweep axes (sweep.frac_ood, sweep.learning_rate, sweep.weight_decay) multiply the
 seeds; all runs are one compiled program.
 """
@@ -37,8 +40,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.optim.learning_rate = 1e-3
     cfg.optim.schedule = "warmup_cosine"
     cfg.optim.warmup_steps = 200
-    cfg.train.update(num_steps=4000, chunk_size=250, log_every=50, eval_every=500,
-                     checkpoint_every=1000)
+    cfg.train.update(num_steps=4000, chunk_size=250, log_every=50, checkpoint_every=1000)
+    cfg.evals.id.every = cfg.evals.ood.every = 500
   elif preset == "tiny":
     cfg.num_seeds = 2
     cfg.task.update(num_modules=6, max_hotness=2, input_dim=4, hidden_dim=8, output_dim=2,
@@ -47,8 +50,10 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.student.update(width=64, depth=2, num_layers=2, d_model=32, num_heads=2, ffw_dim=64,
                        hyper_hidden=32, hyper_layernorm=False)
     cfg.optim.learning_rate = 3e-3
-    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10, eval_every=100,
-                     checkpoint_every=100, eval_tasks=64, progress=False)
+    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10,
+                     checkpoint_every=100, progress=False)
+    cfg.evals.id.update(every=100, num_tasks=64)
+    cfg.evals.ood.update(every=100, num_tasks=64)
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
   cfg.lock()

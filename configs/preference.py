@@ -22,8 +22,8 @@ def base() -> ml_collections.ConfigDict:
   cfg.task = preference.default_config()
   cfg.student.depth = 2
   cfg.optim.update(learning_rate=1e-4, weight_decay=1e-3)
-  cfg.train.update(num_steps=3_000_000, chunk_size=1000, eval_every=50_000,
-                   checkpoint_every=100_000)
+  cfg.train.update(num_steps=3_000_000, chunk_size=1000, checkpoint_every=100_000)
+  cfg.evals.id.every = cfg.evals.ood.every = 50_000
   cfg.probe.targets = ("z",)  # 'theta' (teacher weights) is hyperteacher only
   return cfg
 
@@ -39,15 +39,18 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.task.update(num_modules=8, max_hotness=3, num_features=8)
     cfg.student.width = 256
     cfg.optim.update(learning_rate=1e-3, schedule="warmup_cosine", warmup_steps=200)
-    cfg.train.update(num_steps=6000, chunk_size=250, log_every=50, eval_every=500,
-                     checkpoint_every=1000, eval_tasks=512)
+    cfg.train.update(num_steps=6000, chunk_size=250, log_every=50, checkpoint_every=1000)
+    cfg.evals.id.update(every=500, num_tasks=512)
+    cfg.evals.ood.update(every=500, num_tasks=512)
   elif preset == "tiny":
     cfg.num_seeds = 2
     cfg.task.update(num_modules=4, max_hotness=2, num_features=4, frac_ood=0.3)
     cfg.student.update(width=64, depth=2)
     cfg.optim.learning_rate = 3e-3
-    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10, eval_every=100,
-                     checkpoint_every=100, eval_tasks=128, progress=False)
+    cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10,
+                     checkpoint_every=100, progress=False)
+    cfg.evals.id.update(every=100, num_tasks=128)
+    cfg.evals.ood.update(every=100, num_tasks=128)
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
   cfg.lock()

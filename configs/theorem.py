@@ -48,7 +48,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.hyperteacher.task.update(num_modules=16, max_hotness=3, input_dim=8, hidden_dim=8,
                                  output_dim=8)
     cfg.hyperteacher.num_seeds = 3
-    cfg.hyperteacher.train.update(num_steps=100_000, eval_every=5000, checkpoint_every=10_000)
+    cfg.hyperteacher.train.update(num_steps=100_000, checkpoint_every=10_000)
+    cfg.hyperteacher.evals.id.every = cfg.hyperteacher.evals.ood.every = 5000
     cfg.theorem.update(resolutions=(4, 8, 16, 32, 64, 128, 256, 512, 1024), num_teachers=5,
                        max_tasks=2048, weight_draws=8, num_inputs=4096, eps=1e-4,
                        num_modules=(4, 8, 16, 24, 32, 48, 62), count_max_tasks=512,
@@ -56,15 +57,17 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   elif preset == "quick":
     # float32 is exact enough down to errors ~1e-5 (N <= 128 here) and twice as fast on a CPU.
     cfg.theorem.update(float64=False, num_inputs=256, eps=2e-3, count_max_tasks=32)
-    cfg.hyperteacher.train.update(num_steps=3000, chunk_size=250, log_every=50, eval_every=1000,
+    cfg.hyperteacher.train.update(num_steps=3000, chunk_size=250, log_every=50,
                                   checkpoint_every=3000)
+    cfg.hyperteacher.evals.id.every = cfg.hyperteacher.evals.ood.every = 1000
   elif preset == "tiny":
     cfg.hyperteacher.task.update(num_modules=5, input_dim=2, hidden_dim=3, output_dim=2,
                                  num_samples=8)
     cfg.hyperteacher.optim.warmup_steps = 20
     cfg.hyperteacher.train.update(num_steps=100, batch_size=16, chunk_size=50, log_every=10,
-                                  eval_every=100, checkpoint_every=100, eval_tasks=32,
-                                  progress=False)
+                                  checkpoint_every=100, progress=False)
+    cfg.hyperteacher.evals.id.update(every=100, num_tasks=32)
+    cfg.hyperteacher.evals.ood.update(every=100, num_tasks=32)
     cfg.theorem.update(resolutions=(8, 16), num_teachers=2, weight_draws=2, num_inputs=64,
                        eps=1e-2, num_modules=(3, 5, 7), count_max_tasks=16, sgd_resolution=4)
   else:

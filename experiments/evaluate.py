@@ -17,7 +17,8 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json,
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
 _EVERY = flags.DEFINE_bool("every", False, "Evaluate every saved checkpoint.")
 _EVALUATORS = flags.DEFINE_list("evaluators", [], "Evaluator names (default: all that apply "
-                                "to the task family).")
+                                "to the task family), with their settings from the workdir's "
+                                "config evals section, else the defaults.")
 flags.mark_flags_as_required(["workdir"])
 _SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 

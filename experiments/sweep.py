@@ -3,6 +3,8 @@
   python experiments/sweep.py --config=configs/sweeps/width_depth_demo.py:tiny --sweep_dir=/tmp/wd
   python experiments/sweep.py --config=configs/sweeps/width_depth_demo.py:cpu --sweep_dir=/tmp/wd \
       --dry_run                                   # print the train.py command lines, run nothing
+  python experiments/sweep.py --config=configs/sweeps/data_scaling.py:paper --sweep_dir=/x \
+      --estimate                  # programs, runs, parameters, hours from step rates timed here
   python experiments/sweep.py --config=configs/sweeps/width_depth_demo.py:paper --sweep_dir=/x \
       --launcher=slurm --slurm_partition=gpu --slurm_time=600 --probe --evaluate
 
@@ -16,7 +18,7 @@ import sys
 from absl import flags
 
 from compgen_jax import cli
-from compgen_jax.sweeps import launch, slurm
+from compgen_jax.sweeps import estimate, launch, slurm
 from compgen_jax.sweeps import program as program_lib
 
 _CONFIG = flags.DEFINE_string("config", None, "Sweep config with preset, e.g. "
@@ -24,6 +26,20 @@ _CONFIG = flags.DEFINE_string("config", None, "Sweep config with preset, e.g. "
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "Directory of the sweep: one workdir per "
                                  "program, logs/, index.json; an existing one is resumed.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the command lines; start and write nothing.")
+_ESTIMATE = flags.DEFINE_bool("estimate", False, "Print each program's runs, steps, student "
+                              "parameters and estimated hours from step rates timed on this "
+                              "machine (a short chunk per distinct shape); train and write "
+                              "nothing.")
+_RATES = flags.DEFINE_string("rates", None, "Estimate (implies --estimate) from the rates in "
+                             "this JSON file (as --save_rates writes it, e.g. on a GPU); time "
+                             "nothing.")
+_SAVE_RATES = flags.DEFINE_string("save_rates", None, "With --estimate: write the rates to this "
+                                  "JSON file (for --rates).")
+_MAX_RUNS = flags.DEFINE_integer("estimate_max_runs", None, "With --estimate: time at most this "
+                                 "many of a program's runs and scale (default: all on an "
+                                 f"accelerator, {estimate.CPU_MAX_RUNS} on a CPU).", lower_bound=1)
+_BUDGET = flags.DEFINE_float("estimate_budget_s", estimate.BUDGET_S, "With --estimate: seconds "
+                             "of timing; shapes left over are extrapolated by parameter count.")
 _LAUNCHER = flags.DEFINE_enum("launcher", "local", launch.LAUNCHERS, "local: subprocesses on "
                               "this machine; slurm: a submitit job array; submitit_local: the "
                               "slurm path with submitit's local executor (for testing).")
@@ -49,6 +65,13 @@ flags.mark_flags_as_required(["config", "sweep_dir"])
 def main(argv):
   del argv
   cli.quiet_logging()
+  if _ESTIMATE.value or _RATES.value:
+    if _RATES.value:
+      program_lib.host_only()  # nothing to time
+    with cli.user_errors():
+      estimate.run_estimate(_CONFIG.value, _SWEEP_DIR.value, _RATES.value, _MAX_RUNS.value,
+                            _BUDGET.value, _SAVE_RATES.value, launch.echo)
+    return
   program_lib.host_only()
   options = slurm.Options(_PARTITION.value, _TIME.value, _GPUS.value, _CPUS.value, _MEM.value,
                           _ARRAY.value)

@@ -23,8 +23,8 @@ STEPS = (50, 100)
 def workdir(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("tiny") / "wd")
   cfg = load_config("hyperteacher", "tiny", **{
-      "train.num_steps": 100, "train.eval_every": 50, "train.checkpoint_every": 50,
-      "probe.num_tasks": 128})
+      "train.num_steps": 100, "evals.id.every": 50, "evals.ood.every": 50,
+      "train.checkpoint_every": 50, "probe.num_tasks": 128})
   loop.train_and_evaluate(cfg, path)
   return path
 
@@ -153,3 +153,27 @@ def test_workdir_from_an_earlier_version_gets_todays_defaults(workdir, tmp_path)
   assert wd.cfg.encoding.keep_zeros is False and tuple(wd.cfg.probe.lambdas) == (1.0,)
   with open(path) as f:
     assert "probe" not in json.load(f)  # config.json itself is left alone
+
+
+def test_config_json_of_the_old_schema_is_still_evaluated(workdir, tmp_path):
+  """A workdir written before `evals` existed (train.evaluators / eval_every / eval_tasks,
+  probe.hotness_above / quantiles) is evaluated with those settings: the in-training numbers
+  again, and by-hotness levels and quantiles from its probe section."""
+  old = _copy(workdir, tmp_path)
+  path = os.path.join(old, "config.json")
+  with open(path) as f:
+    cfg = json.load(f)
+  evals = cfg.pop("evals")
+  cfg["train"].update(evaluators=["id", "ood"], eval_every=evals["id"]["every"],
+                      eval_tasks=evals["id"]["num_tasks"])
+  cfg["probe"].update(hotness_above=1, quantiles=[0.5])
+  with open(path, "w") as f:
+    json.dump(cfg, f)
+  rows = standalone.evaluate_workdir(old, step=100)
+  trained = {r["run"]: r for r in metric_writer.read_rows(os.path.join(old, loop.METRICS_FILE))
+             if r["step"] == 100 and "ood/r2" in r}
+  for row in rows:
+    for key in ("id/r2", "ood/r2"):
+      assert row[key] == trained[row["run"]][key], key
+    assert "ood_h3/r2" in row and "ood_h4/r2" not in row  # K=2, hotness_above=1
+    assert sorted(k for k in row if "/r2_q" in k) == ["id/r2_q50", "ood/r2_q50"]

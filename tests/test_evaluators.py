@@ -1,11 +1,16 @@
-"""Evaluator registry: hotness sampling, metric keys per family, and clear errors."""
+"""Evaluator registry: hotness sampling, metric keys per family, the `evals` config section
+(cadences, per-evaluator settings, validation before anything is written) and clear errors."""
+
+import os
 
 import chex
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
+from compgen_jax import metric_writer
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics, supports
 from compgen_jax.tasks import registry as families
@@ -63,16 +68,15 @@ def tiny():
 def test_all_evaluators_give_their_keys_per_run(tiny):
   cfg, states, bits_T = tiny
   out = evaluators.make_evaluate(cfg, evaluators.applicable(cfg))(states, bits_T)
-  levels = evaluators.hotness_levels(cfg)
-  assert levels == (1, 2, 3, 4)  # tiny: K=2, and probe.hotness_above=2 levels above it
+  quantiles = evaluators.default_settings("r2_quantiles").quantiles
+  levels = evaluators.hotness_levels(cfg, evaluators.default_settings("ood_hotness").hotness_above)
+  assert levels == (1, 2, 3, 4)  # tiny: K=2, and the default hotness_above=2 levels above it
   want = {"id/r2", "id/loss", "ood/r2", "ood/loss"}
   want |= {f"ood_h{h}/{m}" for h in levels for m in ("r2", "loss")}
-  want |= {f"{s}/{evaluators.quantile_name(q)}" for s in ("id", "ood")
-           for q in cfg.probe.quantiles}
+  want |= {f"{s}/{evaluators.quantile_name(q)}" for s in ("id", "ood") for q in quantiles}
   assert set(out) == want
   chex.assert_shape(list(out.values()), (cfg.num_seeds,))
-  q = np.stack([np.asarray(out[f"ood/{evaluators.quantile_name(q)}"])
-                for q in cfg.probe.quantiles])
+  q = np.stack([np.asarray(out[f"ood/{evaluators.quantile_name(q)}"]) for q in quantiles])
   assert (np.diff(q, axis=0) >= 0).all()
   # id / ood do not depend on which other evaluators run with them.
   alone = evaluators.make_evaluate(cfg, ("ood",))(states, bits_T)
@@ -101,5 +105,90 @@ def test_classification_family_reports_accuracy_and_refuses_regression_only(tiny
 
 def test_unknown_evaluator_is_a_config_error():
   cfg = load_config("hyperteacher", "tiny")
-  with pytest.raises(ConfigError, match="unknown 'nope'"):
+  with pytest.raises(ConfigError, match="unknown evaluator 'nope'"):
     evaluators.make_evaluate(cfg, ("id", "nope"))
+
+
+def _with_evals(family: str, evals: dict, **overrides):
+  """The tiny preset of `family` with `evals` entries merged into (or added to) cfg.evals."""
+  cfg = load_config(family, "tiny", **overrides)
+  with cfg.unlocked():
+    for name, entry in evals.items():
+      if name in cfg.evals:
+        cfg.evals[name].update(entry)
+      else:
+        cfg.evals[name] = entry
+  return cfg
+
+
+BAD_EVALS = [  # tiny: train.chunk_size 50
+    ("hyperteacher", {"nope": {}}, "evals.nope"),
+    ("hyperteacher", {"id": {"bogus": 1}}, "evals.id.bogus"),
+    ("hyperteacher", {"id": {"hotness_above": 2}}, "evals.id.hotness_above"),  # not id's setting
+    ("hyperteacher", {"id": {"every": 70}}, "evals.id.every"),
+    ("hyperteacher", {"ood": {"every": -50}}, "evals.ood.every"),
+    ("hyperteacher", {"ood_hotness": {"every": 25}}, "evals.ood_hotness.every"),
+    ("hyperteacher", {"ood": {"num_tasks": 0}}, "evals.ood.num_tasks"),
+    ("hyperteacher", {"ood_hotness": {"hotness_above": -1}}, "evals.ood_hotness.hotness_above"),
+    ("hyperteacher", {"r2_quantiles": {"quantiles": (0.5, 1.5)}}, "evals.r2_quantiles.quantiles"),
+    ("hyperteacher", {"r2_quantiles": {"quantiles": ()}}, "evals.r2_quantiles.quantiles"),
+    ("preference", {"ood_hotness": {}}, "evals.ood_hotness"),  # hyperteacher only
+    ("preference", {"r2_quantiles": {}}, "evals.r2_quantiles"),  # regression only
+]
+
+
+@pytest.mark.parametrize("family, evals, field", BAD_EVALS)
+def test_bad_evals_entry_names_its_field_before_anything_is_written(family, evals, field,
+                                                                    tmp_path):
+  cfg = _with_evals(family, evals)
+  workdir = str(tmp_path / "never")
+  with pytest.raises(ConfigError) as e:
+    loop.train_and_evaluate(cfg, workdir)
+  assert e.value.field == field, str(e.value)
+  assert not os.path.exists(workdir)
+
+
+def test_each_evaluator_runs_at_its_own_cadence_and_all_at_the_last_step(tmp_path):
+  """id every chunk, ood every second chunk, ood_hotness (every=0) only at the last step; the
+  last step (250) is no multiple of ood's 100, and still evaluates everything."""
+  cfg = _with_evals("hyperteacher", {"id": {"every": 50}, "ood": {"every": 100},
+                                     "ood_hotness": {"num_tasks": 16}},
+                    **{"num_seeds": 1, "train.num_steps": 250, "train.checkpoint_every": 250})
+  loop.train_and_evaluate(cfg, str(tmp_path / "wd"))
+  rows = metric_writer.read_rows(str(tmp_path / "wd" / loop.METRICS_FILE))
+
+  def steps_with(key):
+    return sorted(r["step"] for r in rows if key in r)
+
+  assert steps_with("id/r2") == [50, 100, 150, 200, 250]
+  assert steps_with("ood/r2") == [100, 200, 250]
+  assert steps_with("ood_h4/r2") == [250]  # default hotness_above=2: levels up to K+2 = 4
+  assert len(steps_with("train/loss")) == 250 // cfg.train.log_every  # one row per window
+
+
+def test_num_tasks_is_per_evaluator(tiny):
+  """More ood tasks change ood's numbers and leave id's (drawn with its own num_tasks) alone."""
+  cfg, states, bits_T = tiny
+  base = evaluators.make_evaluate(cfg)(states, bits_T)
+  more = load_config("hyperteacher", "tiny", **{"evals.ood.num_tasks": 128})
+  out = evaluators.make_evaluate(more)(states, bits_T)
+  assert set(out) == set(base) == {"id/r2", "id/loss", "ood/r2", "ood/loss"}
+  np.testing.assert_array_equal(out["id/r2"], base["id/r2"])
+  assert not np.any(np.asarray(out["ood/r2"]) == np.asarray(base["ood/r2"]))
+
+
+def test_old_schema_fields_are_read_as_evals():
+  """A config from before `evals` (train.evaluators / eval_every / eval_tasks, probe.hotness_above
+  / quantiles) gives the entries those fields meant, also for evaluators it did not list."""
+  cfg = load_config("hyperteacher", "tiny").to_dict()
+  del cfg["evals"]
+  cfg["train"].update(evaluators=("id", "ood"), eval_every=100, eval_tasks=64)
+  cfg["probe"].update(hotness_above=1, quantiles=(0.5,))
+  cfg = ml_collections.ConfigDict(cfg)
+  evals = evaluators.evals_config(cfg)
+  assert evals.to_dict() == {"id": {"every": 100, "num_tasks": 64},
+                             "ood": {"every": 100, "num_tasks": 64}}
+  hot = evaluators.evals_config(cfg, ("ood_hotness",)).ood_hotness
+  assert (hot.num_tasks, hot.hotness_above) == (64, 1)
+  evaluators.validate(cfg)
+  assert evaluators.due(cfg, 100) == ("id", "ood") and evaluators.due(cfg, 50) == ()

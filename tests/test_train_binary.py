@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 
 
@@ -49,6 +51,22 @@ def test_unknown_override_key_is_one_line_naming_key_and_section(tmp_path):
   assert not os.path.exists(workdir)
 
 
+@pytest.mark.parametrize("override, field", [
+    ("--config.evals.id.every=70", "evals.id.every"),  # tiny: train.chunk_size 50
+    ("--config.evals={'id': {}, 'ood_hotness': {'hotness_above': -1}}",
+     "evals.ood_hotness.hotness_above"),
+])
+def test_bad_evals_entry_is_one_line_naming_the_field_and_writes_nothing(tmp_path, override,
+                                                                        field):
+  workdir = str(tmp_path / "bad")
+  result = _train("--config=configs/hyperteacher.py:tiny", f"--workdir={workdir}", override)
+  assert result.returncode == 2, result.stderr[-2000:]
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+  assert field in lines[0]
+  assert not os.path.exists(workdir)
+
+
 def test_compilation_cache_flag_fills_the_cache(tmp_path):
   """--compilation_cache keeps every compiled program (the init program has no host callback,
   so it is cacheable too): a second process starts without compiling."""
@@ -58,7 +76,8 @@ def test_compilation_cache_flag_fills_the_cache(tmp_path):
       [sys.executable, os.path.join(REPO, "experiments", "train.py"),
        "--config=configs/hyperteacher.py:tiny", f"--workdir={tmp_path / 'run'}",
        f"--compilation_cache={cache}", "--config.train.num_steps=50",
-       "--config.train.eval_every=50", "--config.train.checkpoint_every=50",
+       "--config.evals.id.every=50", "--config.evals.ood.every=50",
+       "--config.train.checkpoint_every=50",
        "--config.num_seeds=1"],
       capture_output=True, text=True, cwd=REPO, env=dict(env_without, JAX_PLATFORMS="cpu"),
       timeout=600)

@@ -127,10 +127,10 @@ BAD = [
     ({"student.width": 0}, "student.width"),
     ({"optim.schedule": "step"}, "optim.schedule"),
     ({"optim.learning_rate": -1.0}, "optim.learning_rate"),
-    ({"train.eval_every": 70}, "train.eval_every"),
+    ({"evals.id.every": 70}, "evals.id.every"),
     ({"train.batch_size": 0}, "train.batch_size"),
     ({"optim.schedule": "warmup_cosine", "optim.warmup_steps": 500}, "optim.warmup_steps"),
-    ({"train.evaluators": ("id", "nope")}, "train.evaluators"),
+    ({"evals.ood.num_tasks": 0}, "evals.ood.num_tasks"),
     ({"num_seeds": 0}, "num_seeds"),
     ({"optim.end_factor": -0.5}, "optim.end_factor"),
     ({"optim.b1": 1.0}, "optim.b1"),
@@ -153,9 +153,11 @@ def test_bad_config_raises_before_anything_is_written(overrides, field, tmp_path
 def test_evaluator_the_family_cannot_use_is_refused_before_config_json(tmp_path):
   """Rejected before the workdir exists, so the corrected command is not refused later as
   'a different config'."""
-  cfg = load_config("preference", "tiny", **{"train.evaluators": ("id", "ood_hotness")})
+  cfg = load_config("preference", "tiny")
+  with cfg.unlocked():
+    cfg.evals.ood_hotness = {}
   workdir = str(tmp_path / "never")
-  with pytest.raises(ConfigError, match="train.evaluators"):
+  with pytest.raises(ConfigError, match="evals.ood_hotness"):
     loop.train_and_evaluate(cfg, workdir)
   assert not os.path.exists(workdir)
 

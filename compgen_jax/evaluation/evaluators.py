@@ -11,8 +11,13 @@ step, acc_all per whole trajectory), prefixed by the evaluator's split:
   id           training tasks, fresh draws (`test` stream): id/<m>
   ood          held-out tasks (`ood` stream), compositional generalization: ood/<m>
   ood_hotness  held-out tasks with exactly h modules (h = 1..K) and random subsets of h = K+1 ..
-               K+probe.hotness_above modules (`ood_hotness` stream): ood_h<h>/<m>; hyperteacher only
+               K+hotness_above modules (`ood_hotness` stream): ood_h<h>/<m>; hyperteacher only
   r2_quantiles per-task R^2 quantiles of the id and ood draws: id/r2_q<pct>, ood/r2_q<pct>
+
+The `evals` config section enables evaluators for training, one entry per name with its settings:
+`every` (steps between evaluations, a multiple of train.chunk_size; 0 = the final step only),
+`num_tasks` (tasks drawn per evaluation), and the evaluator's own (SETTINGS). An entry lists only
+what differs from `default_settings(name)`.
 """
 
 import functools
@@ -22,20 +27,28 @@ import jax.numpy as jnp
 import ml_collections
 
 from compgen_jax import batches, rng, run_state
-from compgen_jax.evaluation import probes
 from compgen_jax.run_state import RunState
 from compgen_jax.tasks import losses
 from compgen_jax.tasks import registry as families
 from compgen_jax.types import ConfigError
 
+# Settings every evaluator has, and each one's own; `default_settings` merges them.
+COMMON = {"every": 0, "num_tasks": 1024}
+SETTINGS = {"id": {}, "ood": {}, "ood_hotness": {"hotness_above": 2},
+            "r2_quantiles": {"quantiles": (0.1, 0.25, 0.5, 0.75, 0.9)}}
 
-def _draw(state: RunState, bits_T, cfg, stream: str, which: str):
+
+def default_settings(name: str) -> ml_collections.ConfigDict:
+  """Every setting of evaluator `name` with its default."""
+  return ml_collections.ConfigDict({**COMMON, **SETTINGS[name]})
+
+
+def _draw(state: RunState, bits_T, cfg, stream: str, which: str, num_tasks: int):
   """The evaluation batch of `which` ('train' or 'ood') tasks and the number of such tasks."""
   split = state.task["split"]
   idx_T, n = (split.train_idx, split.n_train) if which == "train" else (split.ood_idx, split.n_ood)
   key = rng.stream(run_state.run_key(state), stream)
-  batch = batches.draw_batch(state, key, idx_T, jnp.maximum(n, 1), cfg.train.eval_tasks,
-                              bits_T, cfg)
+  batch = batches.draw_batch(state, key, idx_T, jnp.maximum(n, 1), num_tasks, bits_T, cfg)
   return batch, n
 
 
@@ -46,19 +59,21 @@ def _metrics(state: RunState, batch, count, cfg) -> dict:
   return {k: jnp.where(count > 0, v, jnp.nan) for k, v in metrics.items()}
 
 
-def _evaluate_on(state: RunState, bits_T, cfg, stream: str, which: str) -> dict:
-  batch, n = _draw(state, bits_T, cfg, stream, which)
+def _evaluate_on(state: RunState, bits_T, cfg, stream: str, which: str, num_tasks: int) -> dict:
+  batch, n = _draw(state, bits_T, cfg, stream, which, num_tasks)
   return _metrics(state, batch, n, cfg)
 
 
-def evaluate_id(state, bits_T, cfg) -> dict:
+def evaluate_id(state, bits_T, cfg, settings) -> dict:
   """In-distribution: fresh draws of training tasks from the `test` stream."""
-  return {f"id/{k}": v for k, v in _evaluate_on(state, bits_T, cfg, "test", "train").items()}
+  metrics = _evaluate_on(state, bits_T, cfg, "test", "train", settings.num_tasks)
+  return {f"id/{k}": v for k, v in metrics.items()}
 
 
-def evaluate_ood(state, bits_T, cfg) -> dict:
+def evaluate_ood(state, bits_T, cfg, settings) -> dict:
   """Held-out combinations (compositional generalization) from the `ood` stream."""
-  return {f"ood/{k}": v for k, v in _evaluate_on(state, bits_T, cfg, "ood", "ood").items()}
+  metrics = _evaluate_on(state, bits_T, cfg, "ood", "ood", settings.num_tasks)
+  return {f"ood/{k}": v for k, v in metrics.items()}
 
 
 def hotness_indices(key: jax.Array, idx_T: jax.Array, n: jax.Array, bits_T: jax.Array, h: int,
@@ -79,18 +94,18 @@ def random_khot(key: jax.Array, num_tasks: int, num_modules: int, h: int) -> jax
   return jax.nn.one_hot(idx_BxH, num_modules).sum(1)
 
 
-def hotness_levels(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
+def hotness_levels(cfg: ml_collections.ConfigDict, hotness_above: int) -> tuple[int, ...]:
   """Hotness levels of ood_hotness: 1..K held out, K+1..K+hotness_above random (capped at M)."""
-  top = min(cfg.task.num_modules, cfg.task.max_hotness + int(probes.settings(cfg).hotness_above))
+  top = min(cfg.task.num_modules, cfg.task.max_hotness + int(hotness_above))
   return tuple(range(1, top + 1))
 
 
-def evaluate_ood_hotness(state, bits_T, cfg) -> dict:
+def evaluate_ood_hotness(state, bits_T, cfg, settings) -> dict:
   """OOD metrics by number of active modules h: held-out tasks (h <= K), any subset (h > K)."""
   key = rng.stream(run_state.run_key(state), "ood_hotness")
-  split, B = state.task["split"], cfg.train.eval_tasks
+  split, B = state.task["split"], settings.num_tasks
   out = {}
-  for h in hotness_levels(cfg):
+  for h in hotness_levels(cfg, settings.hotness_above):
     key_tasks, key_data = jax.random.split(jax.random.fold_in(key, h))
     if h <= cfg.task.max_hotness:
       idx_B, count = hotness_indices(key_tasks, split.ood_idx, split.n_ood, bits_T, h, B)
@@ -107,12 +122,13 @@ def quantile_name(q: float) -> str:
   return f"r2_q{round(100 * float(q)):02d}"
 
 
-def evaluate_r2_quantiles(state, bits_T, cfg) -> dict:
-  """Quantiles of per-task R^2 over the same tasks as the id and ood evaluators."""
-  qs = tuple(float(q) for q in probes.settings(cfg).quantiles)
+def evaluate_r2_quantiles(state, bits_T, cfg, settings) -> dict:
+  """Quantiles of per-task R^2 over the id and ood evaluators' tasks (the same draws when the
+  num_tasks are equal)."""
+  qs = tuple(float(q) for q in settings.quantiles)
   out = {}
   for prefix, stream, which in (("id", "test", "train"), ("ood", "ood", "ood")):
-    batch, n = _draw(state, bits_T, cfg, stream, which)
+    batch, n = _draw(state, bits_T, cfg, stream, which, settings.num_tasks)
     pred, _ = batches.predict(state.params, state, batch, cfg)
     values = jnp.quantile(losses.r2_per_task(pred, batch.y), jnp.asarray(qs))
     out.update({f"{prefix}/{quantile_name(q)}": jnp.where(n > 0, values[i], jnp.nan)
@@ -126,27 +142,80 @@ REGISTRY = {"id": evaluate_id, "ood": evaluate_ood, "ood_hotness": evaluate_ood_
 
 def _require_hyperteacher(cfg, name: str) -> None:
   if cfg.task.family != "hyperteacher":
-    raise ConfigError("evaluators", f"{name!r} is defined for the hyperteacher family only, "
+    raise ConfigError(f"evals.{name}", f"{name!r} is defined for the hyperteacher family only, "
                       f"not {cfg.task.family!r}")
 
 
 def _require_regression(cfg, name: str) -> None:
   if families.get(cfg.task.family).loss is not losses.regression_loss:
-    raise ConfigError("evaluators", f"{name!r} needs a regression family (per-task R^2); "
+    raise ConfigError(f"evals.{name}", f"{name!r} needs a regression family (per-task R^2); "
                       f"{cfg.task.family!r} is not one")
 
 
 REQUIREMENTS = {"ood_hotness": _require_hyperteacher, "r2_quantiles": _require_regression}
 
 
-def validate(cfg: ml_collections.ConfigDict, names) -> None:
-  """Unknown names, or evaluators the task family has no meaning for, raise ConfigError."""
-  for name in names:
+def _legacy_entry(cfg: ml_collections.ConfigDict, name: str) -> dict:
+  """An evals entry from the fields of workdirs written before `evals` existed:
+  train.eval_every / eval_tasks, and probe.hotness_above / quantiles."""
+  train, probe = cfg.get("train") or {}, cfg.get("probe") or {}
+  entry = {"every": train.get("eval_every", COMMON["every"]),
+           "num_tasks": train.get("eval_tasks", COMMON["num_tasks"])}
+  entry.update({k: probe[k] for k in SETTINGS.get(name, {}) if k in probe})
+  return entry
+
+
+def _given(cfg: ml_collections.ConfigDict, names=None) -> dict[str, dict]:
+  """The settings the config gives each evaluator of `names` (default: those it enables), before
+  defaults are filled in.
+
+  The one place that knows the old schema: a config without `evals` (train.evaluators) is read
+  from its old fields, so old workdirs stay evaluable.
+  """
+  if "evals" in cfg:
+    names = tuple(cfg.evals) if names is None else tuple(names)
+    return {name: dict(cfg.evals.get(name) or {}) for name in names}
+  names = tuple(cfg.train.get("evaluators", ())) if names is None else tuple(names)
+  return {name: _legacy_entry(cfg, name) for name in names}
+
+
+def evals_config(cfg: ml_collections.ConfigDict, names=None) -> ml_collections.ConfigDict:
+  """{name: settings} of the evaluators cfg enables (or of `names`), every setting filled in:
+  what an entry omits, or an evaluator without one, takes default_settings."""
+  return ml_collections.ConfigDict({name: {**COMMON, **SETTINGS[name], **entry}
+                                    for name, entry in _given(cfg, names).items()})
+
+
+def _check_settings(cfg, name: str, s: ml_collections.ConfigDict) -> None:
+  field, chunk = f"evals.{name}", cfg.train.chunk_size
+  if not isinstance(s.every, int) or s.every < 0 or s.every % chunk:
+    raise ConfigError(f"{field}.every", f"must be a non-negative multiple of train.chunk_size "
+                      f"({chunk}; 0 = only at the final step), got {s.every}")
+  if not isinstance(s.num_tasks, int) or s.num_tasks < 1:
+    raise ConfigError(f"{field}.num_tasks", f"must be an integer >= 1, got {s.num_tasks}")
+  if "hotness_above" in s and not (isinstance(s.hotness_above, int) and s.hotness_above >= 0):
+    raise ConfigError(f"{field}.hotness_above", f"must be an integer >= 0, got {s.hotness_above}")
+  if "quantiles" in s and (not s.quantiles or any(not 0.0 <= float(q) <= 1.0
+                                                  for q in s.quantiles)):
+    raise ConfigError(f"{field}.quantiles", f"need values in [0, 1], got {tuple(s.quantiles)}")
+
+
+def validate(cfg: ml_collections.ConfigDict, names=None) -> None:
+  """The configured evaluators (or `names`): an unknown name or setting, a bad value, or an
+  evaluator the task family has no meaning for raise ConfigError naming the field
+  (`evals.<name>[.<setting>]`)."""
+  given = _given(cfg, names)
+  for name, entry in given.items():
     if name not in REGISTRY:
-      raise ConfigError("evaluators", f"unknown {name!r}; allowed: {', '.join(REGISTRY)}")
+      raise ConfigError(f"evals.{name}", f"unknown evaluator {name!r}; allowed: "
+                        f"{', '.join(REGISTRY)}")
+    unknown = sorted(set(entry) - set(default_settings(name)))
+    if unknown:
+      raise ConfigError(f"evals.{name}.{unknown[0]}", f"unknown setting of {name!r}; its "
+                        f"settings: {', '.join(default_settings(name))}")
     REQUIREMENTS.get(name, lambda cfg, name: None)(cfg, name)
-  if "ood_hotness" in names or "r2_quantiles" in names:
-    probes.validate_evaluation(cfg)
+  for name, settings in evals_config(cfg, tuple(given)).items():
+    _check_settings(cfg, name, settings)
 
 
 def applicable(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
@@ -161,21 +230,29 @@ def applicable(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
   return tuple(out)
 
 
+def due(cfg: ml_collections.ConfigDict, step: int) -> tuple[str, ...]:
+  """The configured evaluators to run after `step`: those whose `every` divides it, and all of
+  them at the final step (train.num_steps)."""
+  return tuple(name for name, s in evals_config(cfg).items()
+               if step == cfg.train.num_steps or (s.every and step % s.every == 0))
+
+
 def make_evaluate(cfg: ml_collections.ConfigDict, names=None):
-  """(states, bits_T) -> {metric: [R]} of the named evaluators (default: cfg.train.evaluators).
+  """(states, bits_T, only=None) -> {metric: [R]} of the named evaluators (default: those in
+  cfg.evals), or of the subset `only` of them.
 
-  Each evaluator is its own jit(vmap over runs), so its numbers never depend on which other
-  evaluators run with it (in training or standalone).
+  Each evaluator is its own jit(vmap over runs) with its settings from evals_config, so its numbers
+  never depend on which other evaluators run with it (in training or standalone).
   """
-  names = tuple(names or cfg.train.evaluators)
   validate(cfg, names)
-  jitted = [jax.jit(jax.vmap(functools.partial(REGISTRY[name], cfg=cfg), in_axes=(0, None)))
-            for name in names]
+  jitted = {name: jax.jit(jax.vmap(functools.partial(REGISTRY[name], cfg=cfg, settings=s),
+                                   in_axes=(0, None)))
+            for name, s in evals_config(cfg, names).items()}
 
-  def evaluate(states, bits_T):
+  def evaluate(states, bits_T, only=None):
     out = {}
-    for fn in jitted:
-      out.update(fn(states, bits_T))
+    for name in (tuple(jitted) if only is None else only):
+      out.update(jitted[name](states, bits_T))
     return out
 
   return evaluate

@@ -26,11 +26,9 @@ _EPS = 1e-6  # a target column whose spread is below this fraction of its mean s
 
 
 def default_config() -> ml_collections.ConfigDict:
-  """The `probe` config subtree (probes, and the settings of the ood_hotness / r2_quantiles
-  evaluators)."""
+  """The `probe` config subtree (the evaluators' settings live in `evals`)."""
   return ml_collections.ConfigDict(dict(
-      lambdas=(1.0,), num_tasks=1024, targets=TARGETS, hotness_above=2,
-      quantiles=(0.1, 0.25, 0.5, 0.75, 0.9),
+      lambdas=(1.0,), num_tasks=1024, targets=TARGETS,
       # The best layer is chosen after the student's first layer: an MLP's first Dense layer is
       # an affine map of (phi(z), x), so it decodes whatever phi(z) does (trivially ~1).
       skip_first=True))
@@ -58,15 +56,6 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   if "theta" in s.targets and cfg.task.family != "hyperteacher":
     raise ConfigError("probe.targets", f"'theta' (teacher weights) needs the hyperteacher "
                       f"family, not {cfg.task.family!r}")
-
-
-def validate_evaluation(cfg: ml_collections.ConfigDict) -> None:
-  """Checks of the settings the ood_hotness and r2_quantiles evaluators read from cfg.probe."""
-  s = settings(cfg)
-  if int(s.hotness_above) < 0:
-    raise ConfigError("probe.hotness_above", f"must be >= 0, got {s.hotness_above}")
-  if not s.quantiles or any(not 0.0 <= float(q) <= 1.0 for q in s.quantiles):
-    raise ConfigError("probe.quantiles", f"need values in [0, 1], got {tuple(s.quantiles)}")
 
 
 def ridge_fit(x_NxD: jax.Array, y_NxK: jax.Array, lambdas_A: jax.Array

@@ -19,6 +19,7 @@ from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import activations, evaluators, probes
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
+from compgen_jax.training import config as train_config
 from compgen_jax.training import loop, runs
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
 
@@ -61,7 +62,8 @@ def fill_missing(cfg: ml_collections.ConfigDict) -> list[str]:
   """Adds the config fields a workdir written by an earlier version lacks, with today's defaults
   (never changing a field it has); returns their names."""
   defaults = {"encoding": encodings.default_config, "student": students.default_config,
-              "probe": probes.default_config}
+              "probe": probes.default_config, "train": lambda: train_config.base_config().train,
+              "optim": lambda: train_config.base_config().optim}
   if cfg.get("task") and cfg.task.get("family") in families.REGISTRY:
     defaults["task"] = families.get(cfg.task.family).default_config
   filled = []
@@ -108,10 +110,15 @@ def _run_info(grid: list[dict]) -> list[dict]:
 
 def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
                      names=None) -> list[dict]:
-  """Runs the named evaluators (default: all that apply to the family) on the selected
-  checkpoints; appends one row per step and run to eval.jsonl and returns the rows.
+  """Runs the named evaluators on the selected checkpoints; appends one row per step and run to
+  eval.jsonl and returns the rows.
 
-  With several steps it also draws the OOD R^2 curve over checkpoints (CURVE_FILE).
+  The default is every evaluator that applies to the family, not only those training ran: a
+  standalone pass is where the costlier ones (ood_hotness, r2_quantiles) are usually computed.
+  Each uses its settings from cfg.evals when it has an entry there, else its defaults; a
+  config.json from before `evals` existed is read through its old fields
+  (evaluators.evals_config), so the numbers match what training computed. With several steps it
+  also draws the OOD R^2 curve over checkpoints (CURVE_FILE).
   """
   wd = open_workdir(path)
   names = tuple(names or evaluators.applicable(wd.cfg))

@@ -168,7 +168,9 @@ def sgd_comparison(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   build = functools.partial(construction.construct, max_hotness=train_cfg.task.max_hotness,
                             resolution=cfg.theorem.sgd_resolution)
   net = jax.vmap(build)(state.task["teacher"])
-  ours = evaluators.make_evaluate(train_cfg)(state.replace(params=net), loop.task_bits(train_cfg))
+  # id and ood with training's evals settings: the same draws the SGD students were scored on.
+  evaluate = evaluators.make_evaluate(train_cfg, ("id", "ood"))
+  ours = evaluate(state.replace(params=net), loop.task_bits(train_cfg))
   ours = jax.tree.map(np.asarray, ours)
   rows = []
   for r, row in enumerate(sorted(final, key=lambda row: row["run"])):

@@ -13,7 +13,7 @@ from compgen_jax.tasks import hyperteacher
 
 
 def base_config() -> ml_collections.ConfigDict:
-  """seed, num_seeds, task, encoding, student, optim, train, sweep and probe sections."""
+  """seed, num_seeds, task, encoding, student, optim, train, evals, sweep and probe sections."""
   cfg = ml_collections.ConfigDict()
   cfg.seed = 0
   cfg.num_seeds = 3
@@ -24,9 +24,13 @@ def base_config() -> ml_collections.ConfigDict:
       learning_rate=3e-4, weight_decay=3e-3, b1=0.9, b2=0.999, schedule="constant",
       warmup_steps=1000, end_factor=0.0))
   cfg.train = ml_collections.ConfigDict(dict(
-      num_steps=100_000, batch_size=128, chunk_size=500, log_every=100, eval_every=5000,
-      checkpoint_every=10_000, max_checkpoints=3, eval_tasks=1024, evaluators=("id", "ood"),
-      progress=True))
+      num_steps=100_000, batch_size=128, chunk_size=500, log_every=100,
+      checkpoint_every=10_000, max_checkpoints=3, progress=True,
+      writers=("jsonl",)))  # metric sinks; add "tensorboard" for WORKDIR/tensorboard event files
+  # The evaluators training runs, by name: every (steps; 0 = only the final step), num_tasks and
+  # the evaluator's own settings; what an entry omits is evaluators.default_settings(name).
+  cfg.evals = ml_collections.ConfigDict({"id": dict(every=5000, num_tasks=1024),
+                                         "ood": dict(every=5000, num_tasks=1024)})
   cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))
-  cfg.probe = probes.default_config()  # ridge probes + ood_hotness / r2_quantiles settings
+  cfg.probe = probes.default_config()  # ridge probes
   return cfg

@@ -7,20 +7,21 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from absl import logging
+from jax.sharding import Mesh
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import curves
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics, supports
-from compgen_jax.training import runs
+from compgen_jax.training import runs, sharding
 from compgen_jax.training import step as step_lib
 from compgen_jax.training.state import cache_by_config, init_run
 from compgen_jax.types import ConfigError, NonFiniteError
 
 _make_chunk = cache_by_config(step_lib.make_train_chunk)
 _make_evaluate = cache_by_config(evaluators.make_evaluate)
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = metric_writer.METRICS_FILE  # the jsonl every run writes (make_writer)
 CHECKPOINT_DIR = "checkpoints"
 
 
@@ -31,16 +32,22 @@ def task_bits(cfg: ml_collections.ConfigDict) -> jax.Array:
 
 
 @cache_by_config
-def _jitted_init(cfg: ml_collections.ConfigDict):
-  return jax.jit(jax.vmap(lambda key, hparams, split: init_run(key, hparams, cfg, split)))
+def _jitted_init(cfg: ml_collections.ConfigDict, out_shardings=None):
+  init = jax.vmap(lambda key, hparams, split: init_run(key, hparams, cfg, split))
+  return jax.jit(init) if out_shardings is None else jax.jit(init, out_shardings=out_shardings)
 
 
-def make_init(cfg: ml_collections.ConfigDict):
+def make_init(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None):
   """(keys [R], hparams {name: [R]}) -> stacked RunState: jit(vmap(init_run)) with the splits
   computed on the host first, so the compiled program has no host callback and the persistent
-  compilation cache can keep it (start-up)."""
+  compilation cache can keep it (start-up). With a mesh the runs are padded to a multiple of its
+  devices and created sharded over it (sharding.py)."""
   def init(keys, hparams):
-    return _jitted_init(cfg)(keys, hparams, runs.host_splits(cfg, keys, hparams))
+    if mesh is None:
+      return _jitted_init(cfg)(keys, hparams, runs.host_splits(cfg, keys, hparams))
+    keys, hparams = sharding.pad((keys, hparams), sharding.padded_count(len(keys), mesh))
+    return _jitted_init(cfg, sharding.run_sharding(mesh))(
+        keys, hparams, runs.host_splits(cfg, keys, hparams))
 
   return init
 
@@ -54,19 +61,27 @@ def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
                         supports.Split(vec, scalar, vec, scalar))
 
 
-def restore_or_init(cfg, workdir: str, grid: list[dict]):
-  """The latest checkpoint of `workdir` if there is one, else fresh runs. Returns (step, state)."""
+def restore_or_init(cfg, workdir: str, grid: list[dict], mesh: Mesh | None = None):
+  """The latest checkpoint of `workdir` if there is one, else fresh runs. Returns (step, state).
+
+  With a mesh the state is padded and sharded over it. Checkpoints hold the real runs only
+  (train_and_evaluate saves sharding.real_runs), so one written with any device count restores
+  here and is re-padded for this mesh.
+  """
   ckpt_dir = os.path.join(workdir, CHECKPOINT_DIR)
+  metrics_path = os.path.join(workdir, METRICS_FILE)
   if checkpointing.available_steps(ckpt_dir):
     step, state = checkpointing.restore(ckpt_dir, abstract_state(cfg, grid))
-    metric_writer.truncate_after(os.path.join(workdir, METRICS_FILE), step)
+    if sharding.is_main_process():
+      metric_writer.truncate_after(metrics_path, step)
     logging.info("resuming %s from step %d", workdir, step)
-    return step, state
+    return step, (state if mesh is None else sharding.shard_runs(state, mesh))
   # No checkpoint: rows a killed or failed earlier attempt wrote are dropped, so a restart leaves
   # exactly the rows of an uninterrupted run.
-  metric_writer.truncate_after(os.path.join(workdir, METRICS_FILE), 0)
+  if sharding.is_main_process():
+    metric_writer.truncate_after(metrics_path, 0)
   keys, hparams = runs.run_inputs(cfg, grid)
-  return 0, make_init(cfg)(keys, hparams)
+  return 0, make_init(cfg, mesh)(keys, hparams)
 
 
 def _describe(grid: list[dict], bad: np.ndarray) -> str:
@@ -88,43 +103,54 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
   runs.validate(cfg)
   grid = runs.run_grid(cfg)
   grid = runs.precompute_splits(cfg, grid)
-  workdir_lib.prepare(workdir, cfg)
+  main_process = sharding.is_main_process()  # the one writer of the workdir's files
+  if main_process:
+    workdir_lib.prepare(workdir, cfg)
+  else:
+    workdir_lib.check(workdir, cfg)
   metrics_path = os.path.join(workdir, METRICS_FILE)
-  step, state = restore_or_init(cfg, workdir, grid)
-  bits_T = task_bits(cfg)
+  mesh = sharding.make_mesh()  # runs padded to a multiple of the devices, sharded over them
+  step, state = restore_or_init(cfg, workdir, grid, mesh)
+  writer = metric_writer.make_writer(cfg, workdir, step)  # after restore: it purges past step
+  bits_T = sharding.replicate(task_bits(cfg), mesh)
   chunk = _make_chunk(cfg, cfg.train.chunk_size)
-  evaluate = _make_evaluate(cfg)
+  evaluate = sharding.fetched(_make_evaluate(cfg))
   mngr = checkpointing.manager(os.path.join(workdir, CHECKPOINT_DIR),
                                max_to_keep=cfg.train.max_checkpoints)
   bar = metric_writer.progress_bar(cfg.train.num_steps, step, disable=not cfg.train.progress)
   last_eval = None
   while step < end:
     state, metrics, finite = chunk(state, bits_T)
+    metrics, finite = sharding.to_host((metrics, finite))
     every = cfg.train.log_every  # one row per window of steps keeps long sweeps' files small
-    windows = metric_writer.window_means(jax.tree.map(lambda a: np.asarray(a).T, metrics), every)
-    rows = metric_writer.stacked_rows(windows, step + every, grid, every)
+    windows = metric_writer.window_means(
+        jax.tree.map(lambda a: a[:len(grid)].T, metrics), every)  # padding runs: no rows
+    rows = metric_writer.stacked_rows(windows, step + every, grid if main_process else [], every)
     step += cfg.train.chunk_size
-    finite = np.asarray(finite)
-    if finite.all() and (step % cfg.train.eval_every == 0 or step == cfg.train.num_steps):
-      last_eval = jax.tree.map(np.asarray, evaluate(state, bits_T))
+    finite = finite[:len(grid)]
+    due = evaluators.due(cfg, step)  # each at its own evals.<name>.every; all at the last step
+    if finite.all() and due:
+      last_eval = jax.tree.map(np.asarray, evaluate(state, bits_T, due))
       for r, row in enumerate(rows[-len(grid):]):
         row.update({k: float(v[r]) for k, v in last_eval.items()})
-    metric_writer.append_rows(metrics_path, rows)
+    writer.write(rows)
     if not finite.all():
       bar.close()
+      writer.close()
       raise NonFiniteError(
           f"non-finite loss or parameters by step {step} in run(s): {_describe(grid, ~finite)}. "
           f"The last good checkpoint in {workdir!r} is kept (steps "
           f"{checkpointing.available_steps(os.path.join(workdir, CHECKPOINT_DIR))}).")
     if step % cfg.train.checkpoint_every == 0 or step == cfg.train.num_steps:
-      checkpointing.save(mngr, step, state)
+      checkpointing.save(mngr, step, sharding.real_runs(state, len(grid), mesh))
     bar.update(cfg.train.chunk_size)
     if last_eval is not None:
-      bar.set_postfix({k: f"{np.nanmean(v):.3f}" for k, v in last_eval.items()
+      bar.set_postfix({k: f"{np.nanmean(v[:len(grid)]):.3f}" for k, v in last_eval.items()
                        if k.endswith("r2") or k.endswith("acc")})
   bar.close()
   mngr.close()
-  if step >= cfg.train.num_steps:
+  writer.close()
+  if step >= cfg.train.num_steps and main_process:
     curves.plot_curves(workdir)
   return final_rows(metrics_path, cfg.train.num_steps)
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import rng
+from compgen_jax import metric_writer, rng
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import evaluators
 from compgen_jax.run_state import HPARAMS
@@ -112,17 +112,16 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   for wd in sweep_values(cfg, "weight_decay"):
     if wd < 0:
       raise ConfigError("optim.weight_decay", f"must be >= 0, got {wd}")
-  _positive(cfg, "train", ("num_steps", "batch_size", "chunk_size", "eval_every",
-                           "checkpoint_every", "eval_tasks", "log_every"))
+  _positive(cfg, "train", ("num_steps", "batch_size", "chunk_size", "checkpoint_every",
+                           "log_every"))
   if cfg.train.chunk_size % cfg.train.log_every:
     raise ConfigError("train.log_every", f"must divide train.chunk_size "
                       f"({cfg.train.chunk_size}), got {cfg.train.log_every}")
-  for name in ("eval_every", "checkpoint_every", "num_steps"):
+  metric_writer.validate_writers(cfg.train.writers)
+  for name in ("checkpoint_every", "num_steps"):
     if cfg.train[name] % cfg.train.chunk_size:
       raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
                         f"({cfg.train.chunk_size}), got {cfg.train[name]}")
-  # Unknown evaluators, and ones the task family cannot use, fail here: before config.json exists.
-  try:
-    evaluators.validate(cfg, tuple(cfg.train.evaluators))
-  except ConfigError as e:
-    raise ConfigError("train.evaluators", str(e).split(": ", 1)[-1]) from None
+  # Bad evals entries, and evaluators the task family cannot use, fail here: before config.json
+  # exists, so the corrected command is not refused later as 'a different config'.
+  evaluators.validate(cfg)

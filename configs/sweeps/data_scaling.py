@@ -43,7 +43,8 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 2, "student": {"width": 128, "depth": 2},
-                     "train": {"num_steps": 3000, "eval_every": 1000, "checkpoint_every": 1000}}
+                     "train": {"num_steps": 3000, "checkpoint_every": 1000},
+                     "evals": {"id": {"every": 1000}, "ood": {"every": 1000}}}
     cfg.programs = grid.scaling_programs("random", (8, 12, 16), (2, 3),
                                          (0.125, 0.25, 0.5, 0.75, 0.9, 0.95))
   elif preset == "tiny":

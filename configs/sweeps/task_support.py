@@ -43,7 +43,8 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 2, "task": task, "student": {"width": 128, "depth": 2},
-                     "train": {"num_steps": 3000, "eval_every": 1000, "checkpoint_every": 1000}}
+                     "train": {"num_steps": 3000, "checkpoint_every": 1000},
+                     "evals": {"id": {"every": 1000}, "ood": {"every": 1000}}}
     cfg.programs = grid.support_programs(16, 3, FRACS)
   elif preset == "tiny":
     cfg.base = "configs/hyperteacher.py:tiny"
