@@ -46,3 +46,9 @@ reproduce-cpu-%: $(STAMP)
 	$(PY) experiments/sweep.py --config=configs/sweeps/$*.py:cpu --sweep_dir=$(CPU_RESULTS)/$* \
 	    $(if $(filter $*,$(PROBE_SWEEPS)),--probe); status=$$?; \
 	  $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/$* && exit $$status
+
+# Image composition at CPU scale (configs/images.py:cpu): trains, evaluates, probes and writes
+# results/cpu/images/report.md; re-running resumes. Not part of reproduce-cpu (its own binary).
+.PHONY: reproduce-cpu-images
+reproduce-cpu-images: $(STAMP)
+	$(PY) experiments/images.py --config=configs/images.py:cpu --workdir=$(CPU_RESULTS)/images

@@ -1,0 +1,2 @@
+"""Synthetic compositional scenes: renderer, split, detector, flow-matching model, sampler,
+probes, analysis."""

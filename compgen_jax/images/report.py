@@ -1,0 +1,139 @@
+"""report.md and its figures for an image-composition workdir (from its jsonl files alone)."""
+
+import math
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from compgen_jax.analysis import figures  # noqa: E402
+from compgen_jax.analysis import report as table_lib  # noqa: E402
+from compgen_jax.images import analysis  # noqa: E402
+
+REPORT_FILE = "report.md"
+SUCCESS_PNG = "success_vs_coverage.png"
+DECODABILITY_PNG = "decodability_vs_coverage.png"
+SCATTER_PNG = "decodability_vs_success.png"
+
+
+def _levels_png(rows, keys: dict, path: str, ylabel: str) -> str:
+  """Seed mean +- sd of each key vs coverage (log x), one line per (program, key)."""
+  fig, ax = plt.subplots(figsize=(5.5, 3.8))
+  for key, style in keys.items():
+    levels = analysis.by_level(rows, key)
+    for prog in sorted({p for p, _ in levels}):
+      pts = [(c, *levels[(p, c)][:2]) for p, c in levels if p == prog]
+      ax.errorbar([p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], capsize=2,
+                  linestyle=style, marker="o", ms=3, label=f"{prog} {key}")
+  ax.set_xscale("log")
+  ax.set_xlabel("coverage (fraction of combinations trained)")
+  ax.set_ylabel(ylabel)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=6)
+  return figures.save(fig, path)
+
+
+def _scatter_png(rows, x_key: str, path: str, stats: dict) -> str:
+  fig, ax = plt.subplots(figsize=(4.8, 4))
+  cov = np.array([r["coverage"] for r in rows])
+  sc = ax.scatter([float(r.get(x_key, math.nan)) for r in rows],
+                  [float(r[analysis.SUCCESS]) for r in rows], c=np.log2(cov), s=18,
+                  cmap="viridis")
+  fig.colorbar(sc, ax=ax, label="log2 coverage")
+  ax.set_xlabel(f"decodability ({x_key})")
+  ax.set_ylabel("held-out success")
+  ax.set_title(f"Pearson {stats['pearson']:.2f}, Spearman {stats['spearman']:.2f}, partial "
+               f"{stats['partial']:.2f} (n={stats['n']})", fontsize=8)
+  ax.grid(alpha=0.3)
+  return figures.save(fig, path)
+
+
+def _num_concepts(rows) -> int:
+  return len([k for k in rows[0] if k.startswith("ood_concept/")])
+
+
+def _fmt(v) -> str:
+  return "nan" if not np.isfinite(v) else f"{v:.3f}"
+
+
+def level_table(rows) -> str:
+  keys = ("id/success", analysis.SUCCESS, "ood/shape_acc", "ood/colour_acc", "ood/rejected",
+          *analysis.DECODABILITY)
+  stats = {k: analysis.by_level(rows, k) for k in keys}
+  header = ["program", "coverage", "n_train", "seeds", *keys]
+  n_train = {(r["program"], r["coverage"]): r.get("n_train") for r in rows}
+  body = [[p, c, n_train[(p, c)], stats[keys[0]][(p, c)][2],
+           *(f"{stats[k][(p, c)][0]:.3f} ± {stats[k][(p, c)][1]:.3f}" for k in keys)]
+          for p, c in stats[keys[0]]]
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+  return "\n".join(lines)
+
+
+def correlation_table(rows) -> tuple[str, dict]:
+  lines = ["| decodability | n | Pearson | Spearman | partial (log coverage) | "
+           "mean within-level Pearson |", "|---|---|---|---|---|---|"]
+  all_stats = {}
+  for key in analysis.DECODABILITY:
+    s = analysis.across_runs(rows, key)
+    all_stats[key] = s
+    lines.append(f"| {key} | {s['n']} | {_fmt(s['pearson'])} | {_fmt(s['spearman'])} | "
+                 f"{_fmt(s['partial'])} | {_fmt(s['within_mean'])} |")
+  return "\n".join(lines), all_stats
+
+
+def write(workdir: str, out_dir: str | None = None) -> str:
+  """Writes report.md and figures into out_dir (default workdir); returns the report's path."""
+  out_dir = out_dir or workdir
+  rows = analysis.collect(workdir)
+  if not rows:
+    raise FileNotFoundError(f"no evaluated programs (eval.jsonl) under {workdir!r}")
+  _levels_png(rows, {"id/success": "--", analysis.SUCCESS: "-"},
+              os.path.join(out_dir, SUCCESS_PNG), "composition success (every slot right)")
+  _levels_png(rows, {"probe/all/t1/ood_acc": "-", "probe/fixed/t1/ood_acc": ":"},
+              os.path.join(out_dir, DECODABILITY_PNG), "held-out probe accuracy (t = 1)")
+  corr, stats = correlation_table(rows)
+  main_key = analysis.DECODABILITY[0]
+  _scatter_png(rows, main_key, os.path.join(out_dir, SCATTER_PNG), stats[main_key])
+  rises = analysis.rises(rows)
+  concept = np.array(analysis.per_concept(rows))
+  within = stats[main_key]["within"]
+  text = [
+      "# Image composition: held-out success vs coverage, and decodability", "",
+      f"{len(rows)} runs in {len({r['program'] for r in rows})} programs under `{workdir}`.", "",
+      "## Held-out success vs coverage", "",
+      f"![success]({SUCCESS_PNG})", "",
+      *(f"- {p}: held-out success {' -> '.join(f'{m:.3f}' for m in v['means'])}; higher at the "
+        f"most coverage than the least: **{'yes' if v['up'] else 'no'}**; monotone: "
+        f"**{'yes' if v['monotone'] else 'no'}**" for p, v in rises.items()), "",
+      level_table(rows), "",
+      "## Decodability vs held-out success", "",
+      f"![decodability]({DECODABILITY_PNG}) ![scatter]({SCATTER_PNG})", "",
+      "Decodability: held-out accuracy of ridge probes (fitted on training combinations: `all`; "
+      "on a fixed number of them: `fixed`) at the best layer by ID accuracy, at t = 1 (pure "
+      "noise) or averaged over the sampling trajectory (`traj`).", "",
+      corr, "",
+      f"Within each coverage level ({main_key}): " + ", ".join(
+          f"{c:g}: {_fmt(r)}" for c, r in within.items()), "",
+      f"Per concept within a run (Spearman over the {_num_concepts(rows)} concepts, probe "
+      f"recall vs held-out success of the prompts with the concept): mean "
+      f"{_fmt(float(np.nanmean(concept)) if np.isfinite(concept).any() else math.nan)}, "
+      f"positive in {int(np.sum(concept > 0))} of {int(np.sum(np.isfinite(concept)))} runs.", "",
+  ]
+  path = os.path.join(out_dir, REPORT_FILE)
+  with open(path, "w") as f:
+    f.write("\n".join(text))
+  return path
+
+
+def summary(workdir: str) -> str:
+  """A short text table of held-out success and decodability per (program, coverage)."""
+  rows = analysis.collect(workdir)
+  succ, dec = analysis.by_level(rows, analysis.SUCCESS), analysis.by_level(
+      rows, analysis.DECODABILITY[0])
+  body = [[p, c, succ[(p, c)][0], dec[(p, c)][0]] for p, c in succ]
+  return table_lib.table(["program", "coverage", "ood/success", "decodability"], body)

@@ -1,0 +1,230 @@
+"""Training the image runs (seeds x coverage levels, one vmapped program): init_run, the jitted
+scan chunk, and the host loop (orbax checkpoints, resume, metrics.jsonl, progress bar)."""
+
+import functools
+import itertools
+import os
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+
+from compgen_jax import checkpointing, metric_writer, rng
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.images import model as model_lib
+from compgen_jax.images import sampler, scenes, split
+from compgen_jax.training import state as state_lib
+from compgen_jax.types import ConfigError, NonFiniteError
+
+CHECKPOINT_DIR = "checkpoints"
+HPARAMS = ("coverage",)
+
+
+@flax.struct.dataclass
+class ImageState:
+  step: jax.Array    # int32 [], steps completed
+  key: jax.Array     # uint32 [2], the run key's data
+  params: Any
+  ema: Any           # EMA of params: what evaluation and probes use
+  opt_state: Any
+  split: split.Split
+  hparams: Any       # {"coverage": scalar}
+
+
+def run_key(state: ImageState) -> jax.Array:
+  return jax.random.wrap_key_data(state.key)
+
+
+def validate(cfg: ml_collections.ConfigDict) -> scenes.Geometry:
+  """Every check before anything compiles or is written; ConfigError naming the field."""
+  if cfg.num_seeds < 1:
+    raise ConfigError("num_seeds", f"must be >= 1, got {cfg.num_seeds}")
+  geo = scenes.geometry(cfg.scene)
+  split.validate(cfg.split.strategy, cfg.split.coverage, geo)
+  model_lib.validate(cfg.model, geo)
+  sampler.validate(cfg.sampler)
+  if not 0.0 <= cfg.flow.cond_dropout < 1.0:
+    raise ConfigError("flow.cond_dropout", f"must be in [0, 1), got {cfg.flow.cond_dropout}")
+  if not 0.0 <= cfg.flow.ema_decay < 1.0:
+    raise ConfigError("flow.ema_decay", f"must be in [0, 1), got {cfg.flow.ema_decay}")
+  if not cfg.optim.learning_rate > 0:
+    raise ConfigError("optim.learning_rate", f"must be > 0, got {cfg.optim.learning_rate}")
+  for name in ("num_steps", "batch_size", "chunk_size", "checkpoint_every", "log_every"):
+    if not cfg.train[name] > 0:
+      raise ConfigError(f"train.{name}", f"must be > 0, got {cfg.train[name]}")
+  if cfg.train.chunk_size % cfg.train.log_every:
+    raise ConfigError("train.log_every", f"must divide train.chunk_size ({cfg.train.chunk_size})"
+                      f", got {cfg.train.log_every}")
+  for name in ("checkpoint_every", "num_steps"):
+    if cfg.train[name] % cfg.train.chunk_size:
+      raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
+                        f"({cfg.train.chunk_size}), got {cfg.train[name]}")
+  return geo
+
+
+def run_grid(cfg: ml_collections.ConfigDict) -> list[dict]:
+  """One dict per run (seed-major): index, seed, coverage."""
+  return [{"run": r, "seed": s, "coverage": float(c)} for r, (s, c) in
+          enumerate(itertools.product(range(cfg.num_seeds), cfg.split.coverage))]
+
+
+def run_keys(cfg: ml_collections.ConfigDict, grid: list[dict]) -> jax.Array:
+  return jnp.stack([rng.run_key(cfg.seed, run["seed"]) for run in grid])
+
+
+def host_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> split.Split:
+  """Every run's split [R, T], on the host from its key's `split` stream (ConfigError if one
+  cannot cover every concept)."""
+  geo = scenes.geometry(cfg.scene)
+  keys = run_keys(cfg, grid)
+  data = np.asarray(jax.random.key_data(jax.vmap(lambda k: rng.stream(k, "split"))(keys)))
+  splits = [split.host_split(data[r], run["coverage"], cfg.split.strategy, geo,
+                             cfg.split.max_retries) for r, run in enumerate(grid)]
+  return jax.tree.map(lambda *a: np.stack(a), *splits)
+
+
+def init_run(key: jax.Array, coverage: jax.Array, run_split: split.Split,
+             cfg: ml_collections.ConfigDict) -> ImageState:
+  """One run: student parameters (and their EMA copy) from the `student` stream, optimiser."""
+  params = model_lib.init(rng.stream(key, "student"), cfg.model, scenes.geometry(cfg.scene))
+  return ImageState(step=jnp.zeros((), jnp.int32), key=jax.random.key_data(key), params=params,
+                    ema=params, opt_state=state_lib.optimizer(cfg.optim).init(params),
+                    split=run_split, hparams={"coverage": jnp.asarray(coverage, jnp.float32)})
+
+
+@state_lib.cache_by_config
+def jitted_init(cfg: ml_collections.ConfigDict):
+  return jax.jit(jax.vmap(functools.partial(init_run, cfg=cfg)))
+
+
+def init_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]):
+  return (run_keys(cfg, grid), jnp.asarray([r["coverage"] for r in grid], jnp.float32),
+          host_splits(cfg, grid))
+
+
+def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
+  """Shapes of the stacked state (checkpoints restore against it)."""
+  geo = scenes.geometry(cfg.scene)
+  R, T = len(grid), geo.num_combos
+  vec, scalar = jax.ShapeDtypeStruct((R, T), jnp.int32), jax.ShapeDtypeStruct((R,), jnp.int32)
+  return jax.eval_shape(jitted_init(cfg), run_keys(cfg, grid),
+                        jax.ShapeDtypeStruct((R,), jnp.float32), split.Split(vec, scalar, vec,
+                                                                              scalar))
+
+
+def draw_scenes(key, idx_T, count, n: int, geo: scenes.Geometry):
+  """n scenes of combinations drawn uniformly from idx_T[:count]: (shapes, colours, offsets)
+  [n, K] each."""
+  key_combo, key_offset = jax.random.split(key)
+  combos = idx_T[jax.random.randint(key_combo, (n,), 0, jnp.maximum(count, 1))]
+  shapes, colours = scenes.decode_combos(combos, geo)
+  return shapes, colours, jax.random.randint(key_offset, (n, geo.num_slots), 0, geo.num_offsets)
+
+
+def train_step(state: ImageState, cfg: ml_collections.ConfigDict):
+  """One AdamW step of the x0 flow-matching loss on a batch rendered on the device."""
+  geo = scenes.geometry(cfg.scene)
+  table = scenes.cell_table(geo)
+  key = rng.step_key(rng.stream(run_key(state), "train"), state.step)
+  key_scene, key_t, key_eps, key_drop = jax.random.split(key, 4)
+  B = cfg.train.batch_size
+  shapes, colours, offsets = draw_scenes(key_scene, state.split.train_idx, state.split.n_train,
+                                         B, geo)
+  x0 = 2.0 * scenes.render(table, shapes, colours, offsets, geo) - 1.0
+  keep = jax.random.bernoulli(key_drop, 1.0 - cfg.flow.cond_dropout, (B,))
+  cond = model_lib.condition(shapes, colours, keep, geo)
+  t = jax.random.uniform(key_t, (B,))
+  eps = jax.random.normal(key_eps, x0.shape)
+  loss, grads = jax.value_and_grad(model_lib.flow_loss)(state.params, x0, t, eps, cond,
+                                                        cfg.model, geo)
+  opt_state = state.opt_state
+  opt_state.hyperparams["learning_rate"] = cfg.optim.learning_rate * state_lib.lr_factor(
+      state.step, cfg.optim, cfg.train.num_steps)
+  updates, opt_state = state_lib.optimizer(cfg.optim).update(grads, opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  # Warm-up of the decay, (1 + step) / (10 + step) while below ema_decay: early on the EMA
+  # follows the weights instead of averaging in their initial values.
+  step = state.step.astype(jnp.float32)
+  decay = jnp.minimum(cfg.flow.ema_decay, (1.0 + step) / (10.0 + step))
+  ema = model_lib.ema_update(state.ema, params, decay)
+  metrics = {"train/loss": loss, "train/grad_norm": optax.tree.norm(grads),
+             "train/lr": opt_state.hyperparams["learning_rate"]}
+  return state.replace(step=state.step + 1, params=params, ema=ema, opt_state=opt_state), metrics
+
+
+def _finite(tree) -> jax.Array:
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+                            if jnp.issubdtype(x.dtype, jnp.floating)]))
+
+
+@state_lib.cache_by_config
+def make_chunk(cfg: ml_collections.ConfigDict):
+  """jit(vmap over runs of scan over chunk_size steps), donating the state:
+  states -> (states, metrics {name: [R, steps]}, finite [R])."""
+  def one_run(state):
+    state, metrics = jax.lax.scan(lambda s, _: train_step(s, cfg), state,
+                                  length=cfg.train.chunk_size)
+    return state, metrics, _finite(state.params) & jnp.all(jnp.isfinite(metrics["train/loss"]))
+
+  return jax.jit(jax.vmap(one_run), donate_argnums=0)
+
+
+def run_info(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[dict]:
+  """The grid with each run's numbers of training and held-out combinations."""
+  splits = host_splits(cfg, grid)
+  return [{**run, "n_train": int(splits.n_train[r]), "n_ood": int(splits.n_ood[r])}
+          for r, run in enumerate(grid)]
+
+
+def restore(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None):
+  """(step, stacked state) of a checkpoint of `workdir` (default the latest)."""
+  return checkpointing.restore(os.path.join(workdir, CHECKPOINT_DIR),
+                               abstract_state(cfg, run_grid(cfg)), step)
+
+
+def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None = None
+          ) -> list[dict]:
+  """Trains every run of `cfg` in `workdir`, resuming from its latest checkpoint; `stop_after`
+  (a checkpoint step) ends early as a preemption would. Returns the last step's rows."""
+  validate(cfg)
+  grid = run_info(cfg, run_grid(cfg))  # an impossible split fails here, before any file
+  if stop_after is not None and stop_after % cfg.train.checkpoint_every:
+    raise ConfigError("stop_after", f"must be a multiple of train.checkpoint_every "
+                      f"({cfg.train.checkpoint_every}), got {stop_after}")
+  end = cfg.train.num_steps if stop_after is None else min(stop_after, cfg.train.num_steps)
+  workdir_lib.prepare(workdir, cfg)
+  metrics_path = os.path.join(workdir, metric_writer.METRICS_FILE)
+  ckpt_dir = os.path.join(workdir, CHECKPOINT_DIR)
+  if checkpointing.available_steps(ckpt_dir):
+    step, state = restore(cfg, workdir)
+  else:
+    step, state = 0, jitted_init(cfg)(*init_inputs(cfg, grid))
+  metric_writer.truncate_after(metrics_path, step)  # rows a killed attempt wrote after it
+  writer = metric_writer.JsonlWriter(metrics_path)
+  chunk = make_chunk(cfg)
+  mngr = checkpointing.manager(ckpt_dir, max_to_keep=cfg.train.max_checkpoints)
+  bar = metric_writer.progress_bar(cfg.train.num_steps, step, desc=os.path.basename(workdir),
+                                   disable=not cfg.train.progress)
+  while step < end:
+    state, metrics, finite = chunk(state)
+    metrics, finite = jax.device_get((metrics, finite))
+    every = cfg.train.log_every
+    windows = metric_writer.window_means({k: v.T for k, v in metrics.items()}, every)
+    writer.write(metric_writer.stacked_rows(windows, step + every, grid, every))
+    step += cfg.train.chunk_size
+    if not finite.all():
+      bar.close()
+      raise NonFiniteError(f"non-finite loss or parameters by step {step} in runs "
+                           f"{[g['run'] for g, ok in zip(grid, finite, strict=True) if not ok]};"
+                           f" the last good checkpoint in {workdir!r} is kept")
+    if step % cfg.train.checkpoint_every == 0 or step == cfg.train.num_steps:
+      checkpointing.save(mngr, step, state)
+    bar.update(cfg.train.chunk_size)
+    bar.set_postfix({"loss": f"{np.mean(windows['train/loss'][-1]):.4f}"})
+  bar.close()
+  mngr.close()
+  return [r for r in metric_writer.read_rows(metrics_path) if r["step"] == cfg.train.num_steps]
