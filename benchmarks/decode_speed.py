@@ -12,7 +12,10 @@ import jax.numpy as jnp
 import ml_collections
 from absl import app, flags
 
-from compgen_jax.composition import decode, letters, lm
+from compgen_jax.composition import decode
+from compgen_jax.letters import data
+from compgen_jax.letters.zoo import letter_lm
+from compgen_jax.lm.model import full_forward_model
 
 _BATCH = flags.DEFINE_integer("batch", 256, "strings decoded at once")
 _LENGTH = flags.DEFINE_integer("length", 32, "letters per string (sequence: 2 * length + 3)")
@@ -33,15 +36,14 @@ def main(argv):
   cfg = ml_collections.ConfigDict(dict(width=_WIDTH.value, num_layers=2, num_heads=2,
                                        mlp_ratio=4, positions="rotary", max_len=256,
                                        tie_head=False))
-  model = lm.make_lm(cfg, letters.VOCAB_SIZE)
+  model = letter_lm(cfg)
   params = tuple(model.init(k) for k in jax.random.split(jax.random.key(0), 3))
   n = _LENGTH.value
-  x = letters.sample_inputs(jax.random.key(1), _BATCH.value, n)
-  tokens, forced, _ = letters.build(x, jnp.full((_BATCH.value,), n), x, "concat")
-  kw = dict(eos_id=letters.EOS, pad_id=letters.PAD)
+  x = data.sample_inputs(jax.random.key(1), _BATCH.value, n)
+  tokens, forced, _ = data.build(x, jnp.full((_BATCH.value,), n), x, "concat")
   rows = []
-  for name, m in (("kv_cache", model), ("full_forward", lm.full_forward_model(model))):
-    fn = jax.jit(lambda p, m=m: decode.decode((m,) * 3, p, tokens, forced, **kw).tokens_BxT)
+  for name, m in (("kv_cache", model), ("full_forward", full_forward_model(model))):
+    fn = jax.jit(lambda p, m=m: decode.decode((m,) * 3, p, tokens, forced).tokens_BxT)
     rows.append((name, _time(fn, params)))
   print(f"batch={_BATCH.value} tokens={tokens.shape[1]} width={_WIDTH.value} models=3")
   print("decoder | seconds per batch | tokens per second")

@@ -2,7 +2,7 @@
 
   python experiments/compose.py --config=configs/letters.py:quick --workdir=/tmp/letters_quick
   python experiments/compose.py --config=configs/letters.py:paper --workdir=workdirs/letters \
-      --config.num_seeds=5 --config.experiments=substitution,baselines
+      --config.num_seeds=5 --config.experiments="('substitution','baselines')"
 
 Presets: `paper` (the paper's 2 layers / width 64 / 2 heads, 2000 training pairs; GPU-sized
 evaluation), `quick` (a 2-core CPU in under 15 minutes), `tiny` (seconds; tests).
@@ -10,19 +10,28 @@ evaluation), `quick` (a 2-core CPU in under 15 minutes), `tiny` (seconds; tests)
 `init`: `independent` (the authors' code: background, experts and every other from-scratch model
 draw their own initial parameters) or `shared` (all from-scratch models of a seed start from
 one draw; weight averaging and task arithmetic need this).
+
+Lists are tuples; substitutions are 'X>Y' strings, e.g.
+--config.compose.pairs="(('A>K','M>B'),)" or --config.finetune.regimes="('head','all')".
 """
 
 import ml_collections
 
+from compgen_jax.letters.registry import EXPERIMENTS
+
 PRESETS = ("paper", "quick", "tiny")
-EXPERIMENTS = ("substitution", "length", "baselines", "background", "k_experts", "violations",
-               "arithmetic")
 
 
-def _train(steps, batch_size, lr, chunk_steps, warmup_steps):
+def _train(num_steps, batch_size, chunk_size) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(dict(num_steps=num_steps, batch_size=batch_size,
+                                        chunk_size=chunk_size))
+
+
+def _optim(learning_rate, warmup_steps) -> ml_collections.ConfigDict:
+  """AdamW, warmup then cosine decay to end_factor x learning_rate, global-norm clipping."""
   return ml_collections.ConfigDict(dict(
-      steps=steps, batch_size=batch_size, lr=lr, chunk_steps=chunk_steps,
-      warmup_steps=warmup_steps, weight_decay=0.01, grad_clip=1.0, final_lr_fraction=0.1))
+      learning_rate=learning_rate, warmup_steps=warmup_steps, weight_decay=0.01, grad_clip=1.0,
+      end_factor=0.1))
 
 
 def base() -> ml_collections.ConfigDict:
@@ -31,8 +40,7 @@ def base() -> ml_collections.ConfigDict:
   cfg.seed = 0
   cfg.num_seeds = 3
   cfg.init = "independent"  # independent (the authors' code) | shared (one init per seed)
-  cfg.experiments = ",".join(EXPERIMENTS)  # comma-separated subset of EXPERIMENTS
-  cfg.progress_bar = True
+  cfg.experiments = tuple(EXPERIMENTS)  # a subset of compgen_jax/letters/registry.py's
   cfg.model = ml_collections.ConfigDict(dict(
       width=64, num_layers=2, num_heads=2, mlp_ratio=4,
       positions="rotary",  # rotary | learned | none
@@ -45,16 +53,22 @@ def base() -> ml_collections.ConfigDict:
       test_size=1000,       # held-out strings at train_len, per seed
       length_max=32,        # length table: lengths 1..length_max
       length_per_len=200))  # held-out strings per length
-  cfg.train = _train(steps=2000, batch_size=32, lr=3e-4, chunk_steps=200, warmup_steps=100)
-  cfg.finetune = _train(steps=400, batch_size=32, lr=1e-3, chunk_steps=200, warmup_steps=20)
-  cfg.finetune.regimes = "head,top1,top2,all"  # from frozen features to full fine-tuning
+  # From-scratch models; train.progress shows progress bars (both phases).
+  cfg.train = _train(num_steps=2000, batch_size=32, chunk_size=200)
+  cfg.train.progress = True
+  cfg.optim = _optim(learning_rate=3e-4, warmup_steps=100)
+  # Experts fine-tuned from the identity model (the arithmetic experiment).
+  cfg.finetune = ml_collections.ConfigDict(dict(
+      regimes=("head", "top1", "top2", "all"),  # from frozen features to full fine-tuning
+      train=_train(num_steps=400, batch_size=32, chunk_size=200),
+      optim=_optim(learning_rate=1e-3, warmup_steps=20)))
   cfg.compose = ml_collections.ConfigDict(dict(
-      pairs="A>B,C>D;A>K,M>B",  # ';'-separated expert pairs, each 'X>Y,X>Y'
-      lambdas="",               # ','-separated weights, one per expert of a pair; '' = all 1
+      pairs=(("A>B", "C>D"), ("A>K", "M>B")),  # expert pairs, each composed over identity
+      lambdas=(),               # one weight per expert of a pair; () = all 1
       temperature=1.0, greedy=True,
-      ta_lambdas="0.5,1.0",     # task-arithmetic scales for the baselines
-      k_experts="A>B,C>D,E>F,G>H,I>J,K>L,M>N,O>P", k_max=8,
-      overlap="A>K,A>B", chain="A>K,K>Z",
+      ta_lambdas=(0.5, 1.0),    # task-arithmetic scales for the baselines
+      k_experts=("A>B", "C>D", "E>F", "G>H", "I>J", "K>L", "M>N", "O>P"), k_max=8,
+      overlap=("A>K", "A>B"), chain=("A>K", "K>Z"),
       kl_threshold=0.1,         # an expert is active at a step when KL(p_i||p_b) exceeds this
       overlap_tol=0.01,         # flag: fraction of steps where two experts are both active
                                 # (independent inits: 0.02-0.3% on factorized pairs, 3.6% overlap)
@@ -77,19 +91,23 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.compose.eval_batch = 4000
   elif preset == "quick":
     cfg.model.update(dict(width=32, mlp_ratio=2))
-    cfg.train = _train(steps=150, batch_size=32, lr=3e-3, chunk_steps=50, warmup_steps=20)
-    cfg.finetune.update(dict(steps=100, chunk_steps=50, lr=3e-3))
+    cfg.train.update(dict(num_steps=150, chunk_size=50))
+    cfg.optim.update(dict(learning_rate=3e-3, warmup_steps=20))
+    cfg.finetune.train.update(dict(num_steps=100, chunk_size=50))
+    cfg.finetune.optim.learning_rate = 3e-3
     cfg.data.length_per_len = 32
   elif preset == "tiny":
     cfg.num_seeds = 2
     cfg.init = "shared"  # independently initialised models this small do not compose (EM ~0)
-    cfg.progress_bar = False
     cfg.model.update(dict(width=16, num_layers=1, num_heads=1, mlp_ratio=2))
-    cfg.finetune.regimes = "head,all"
+    cfg.finetune.regimes = ("head", "all")
     cfg.data.update(dict(train_len=6, train_min_len=6, num_train=0, test_size=64,
                          length_max=8, length_per_len=8))
-    cfg.train = _train(steps=150, batch_size=32, lr=1e-2, chunk_steps=75, warmup_steps=10)
-    cfg.finetune.update(dict(steps=50, chunk_steps=50, lr=1e-2))
-    cfg.compose.update(dict(pairs="A>B,C>D", k_experts="A>B,C>D,E>F", k_max=3, eval_batch=64))
+    cfg.train.update(dict(num_steps=150, chunk_size=75, progress=False))
+    cfg.optim.update(dict(learning_rate=1e-2, warmup_steps=10))
+    cfg.finetune.train.update(dict(num_steps=50, chunk_size=50))
+    cfg.finetune.optim.learning_rate = 1e-2
+    cfg.compose.update(dict(pairs=(("A>B", "C>D"),), k_experts=("A>B", "C>D", "E>F"), k_max=3,
+                            eval_batch=64))
   cfg.lock()
   return cfg

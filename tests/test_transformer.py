@@ -1,5 +1,5 @@
 """Transformer student: the reference's architecture (checked against an independent numpy forward
-pass), causal, RoPE depends on relative position only, PAD masked, validation."""
+pass), causal, PAD masked, validation. RoPE and attention themselves: tests/test_lm.py."""
 
 import chex
 import jax
@@ -143,24 +143,6 @@ def test_causal(vector_model):
   # And every position sees the task encoding.
   y3, _ = apply(params, phi + 1.0, x)
   assert np.all(np.abs(np.asarray(y3 - y)).max(axis=(0, 2)) > 1e-4)
-
-
-def test_rope_relative_position():
-  rng = np.random.default_rng(0)
-  q = jnp.asarray(rng.normal(size=(1, 1, 1, 8)), jnp.float32)
-  k = jnp.asarray(rng.normal(size=(1, 1, 1, 8)), jnp.float32)
-
-  def score(m, n):
-    qm = transformer.rope(q, jnp.array([m]), 10_000.0)
-    kn = transformer.rope(k, jnp.array([n]), 10_000.0)
-    return float(jnp.sum(qm * kn))
-
-  for m, n, shift in ((3, 1, 5), (0, 7, 11), (4, 4, 2)):
-    np.testing.assert_allclose(score(m + shift, n + shift), score(m, n), rtol=1e-4, atol=1e-5)
-  assert abs(score(3, 1) - score(1, 3)) > 1e-3  # the relative offset itself matters
-  # A rotation: norms are kept.
-  rotated = transformer.rope(q, jnp.array([9]), 10_000.0)
-  np.testing.assert_allclose(jnp.linalg.norm(rotated), jnp.linalg.norm(q), rtol=1e-5)
 
 
 def test_token_input_masks_pad():

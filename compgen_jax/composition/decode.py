@@ -3,7 +3,8 @@
 Decoding runs over a token buffer [B, T]. Positions where `forced_mask` is set take the forced
 token (a prompt, or the input letters of an interleaved layout); every other position takes the
 composed choice until that sequence has emitted EOS, after which it is padded. The loop is a
-`lax.while_loop` that ends once every sequence is done or the buffer is full.
+`lax.while_loop` that ends once every sequence is done or the buffer is full. Models are seen
+only through the `lm.model.Model` adapter, and must share one vocabulary (EOS and PAD included).
 """
 
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from compgen_jax.composition.compose import compose
-from compgen_jax.composition.lm import Model
+from compgen_jax.lm.model import Model, forward, same_vocabulary
 from compgen_jax.types import Array, PRNGKey, PyTree
 
 
@@ -27,13 +28,15 @@ class Decoded(NamedTuple):
 
 def decode(models: Sequence[Model], params: Sequence[PyTree], forced_BxT: Array,
            forced_mask_BxT: Array, lam_K: Array | None = None, temperature: float | Array = 1.0,
-           key: PRNGKey | None = None, *, eos_id: int, pad_id: int, greedy: bool = True) -> Decoded:
+           key: PRNGKey | None = None, *, greedy: bool = True) -> Decoded:
   """Decodes the composition of models[0] (background) with models[1:] (experts).
 
   With one model this is plain decoding of that model. Greedy takes the composed argmax;
   otherwise tokens are sampled at `temperature` from `key` (folded in by position).
   Position 0 must be forced (the first token every model is fed).
   """
+  same_vocabulary(models)
+  eos_id, pad_id = models[0].eos_id, models[0].pad_id
   batch, max_len = forced_BxT.shape
   num_experts = len(models) - 1
   lam_K = jnp.ones((num_experts,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
@@ -48,9 +51,13 @@ def decode(models: Sequence[Model], params: Sequence[PyTree], forced_BxT: Array,
 
   def body(carry):
     t, tokens_BxT, caches, done_B, log_z_BxT, gen_BxT = carry
-    tok_B = jax.lax.dynamic_index_in_dim(tokens_BxT, t, axis=1, keepdims=False)
-    outs = [m.step(p, tok_B, c) for m, p, c in zip(models, params, caches, strict=True)]
-    logp = [jax.nn.log_softmax(logits_BxV.astype(jnp.float32), axis=-1) for logits_BxV, _ in outs]
+    tok_Bx1 = jax.lax.dynamic_slice_in_dim(tokens_BxT, t, 1, axis=1)
+    # a done sequence is fed padding from here on: not a token to attend to
+    valid_Bx1 = ~done_B[:, None] | (tok_Bx1 != pad_id)
+    outs = [m.apply(p, tok_Bx1, c, valid_Bx1)
+            for m, p, c in zip(models, params, caches, strict=True)]
+    logp = [jax.nn.log_softmax(logits_Bx1xV[:, 0].astype(jnp.float32), axis=-1)
+            for logits_Bx1xV, _ in outs]
     experts_KxBxV = jnp.stack(logp[1:]) if num_experts else jnp.zeros((0,) + logp[0].shape)
     logp_BxV, log_z_B = compose(logp[0], experts_KxBxV, lam_K, temperature)
     if greedy:
@@ -75,8 +82,11 @@ def decode(models: Sequence[Model], params: Sequence[PyTree], forced_BxT: Array,
   return Decoded(tokens_BxT, done_B, log_z_BxT, gen_BxT, t)
 
 
-def teacher_forced_logps(models: Sequence[Model], params: Sequence[PyTree],
-                         tokens_BxT: Array) -> Array:
-  """Each model's next-token log-probs on given sequences: [num_models, B, T, V]."""
-  return jnp.stack([jax.nn.log_softmax(m.forward(p, tokens_BxT).astype(jnp.float32), axis=-1)
-                    for m, p in zip(models, params, strict=True)])
+def teacher_forced_logps(models: Sequence[Model], params: Sequence[PyTree], tokens_BxT: Array,
+                         valid_BxT: Array | None = None) -> Array:
+  """Each model's next-token log-probs on given sequences: [num_models, B, T, V] (every token
+  valid unless `valid_BxT` says otherwise)."""
+  same_vocabulary(models)
+  return jnp.stack([
+      jax.nn.log_softmax(forward(m, p, tokens_BxT, valid_BxT).astype(jnp.float32), axis=-1)
+      for m, p in zip(models, params, strict=True)])

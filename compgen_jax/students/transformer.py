@@ -2,7 +2,7 @@
 
 The reference's architecture (compscale/model/transformer.py, policy.py TransformerPolicy): no
 biases except on proj(x) and the readout, LayerNorms without bias, a final LayerNorm before the
-readout.
+readout. RoPE and masked attention are lm/attention.py's (shared with the letter LM).
 
 Tokens are [encoding tokens, proj(x_1), ..., proj(x_N)]: one projected token for a vector phi(z),
 or one learned embedding per token of a sequence encoding (PAD keys are masked out). Predictions
@@ -16,31 +16,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 
 from compgen_jax.encodings.language import PAD
-
-NEG_INF = -1e9  # finite, so a fully masked row cannot produce NaN
-
-
-def rope(x_BxTxHxK: jax.Array, pos_T: jax.Array, base: float) -> jax.Array:
-  """Rotates feature pairs (k, k + K/2) by pos * base^(-2k/K): <rope(q, m), rope(k, n)> depends
-  on m - n only."""
-  K = x_BxTxHxK.shape[-1]
-  freq_F = base ** (-jnp.arange(K // 2, dtype=jnp.float32) * 2.0 / K)
-  angle_TxF = pos_T.astype(jnp.float32)[:, None] * freq_F[None, :]
-  cos, sin = jnp.cos(angle_TxF)[None, :, None, :], jnp.sin(angle_TxF)[None, :, None, :]
-  x1, x2 = x_BxTxHxK[..., : K // 2], x_BxTxHxK[..., K // 2:]
-  return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
-
-
-def attention_mask(valid_BxT: jax.Array) -> jax.Array:
-  """[B, T, T] query q may attend key k: k <= q and k valid (or k == q, never an empty row)."""
-  T = valid_BxT.shape[1]
-  causal_TxT = jnp.tril(jnp.ones((T, T), jnp.bool_))
-  self_TxT = jnp.eye(T, dtype=jnp.bool_)
-  return causal_TxT[None] & (valid_BxT[:, None, :] | self_TxT[None])
-
+from compgen_jax.lm import attention
 
 # As the reference's blocks: no biases, Xavier-uniform kernels, LayerNorms with a scale, no bias.
 _dense = functools.partial(nn.DenseGeneral, use_bias=False,
@@ -63,12 +41,9 @@ class Block(nn.Module):
     # Separate q, k, v maps: Xavier's fan is D -> D per map, as in the reference.
     q, k, v = (_dense((H, K), name=name)(a_BxTxD) for name in ("query", "key", "value"))
     # QK-norm over the head dimension (one scale shared by the heads), then RoPE.
-    q = rope(_layernorm(name="ln_query")(q), pos_T, self.rope_base)
-    k = rope(_layernorm(name="ln_key")(k), pos_T, self.rope_base)
-    logits_BxHxTxT = jnp.einsum("bqhk,bthk->bhqt", q, k) / np.sqrt(K)
-    logits_BxHxTxT = jnp.where(mask_BxTxT[:, None], logits_BxHxTxT, NEG_INF)
-    attn_BxHxTxT = jax.nn.softmax(logits_BxHxTxT, axis=-1)
-    o_BxTxHxK = jnp.einsum("bhqt,bthk->bqhk", attn_BxHxTxT, v)
+    q = attention.rope(_layernorm(name="ln_query")(q), pos_T, self.rope_base)
+    k = attention.rope(_layernorm(name="ln_key")(k), pos_T, self.rope_base)
+    o_BxTxHxK = attention.attend(q, k, v, mask_BxTxT)
     h_BxTxD = h_BxTxD + _dense(D, axis=(-2, -1), name="out")(o_BxTxHxK)
     f_BxTxF = _dense(self.ffw_dim, name="ffw_in")(_layernorm(name="ln_ffw")(h_BxTxD))
     return h_BxTxD + _dense(D, name="ffw_out")(nn.gelu(f_BxTxF))
@@ -98,7 +73,9 @@ class Transformer(nn.Module):
     x_BxNxD = nn.Dense(self.d_model, name="x_proj")(x_BxNxI)
     h_BxTxD = jnp.concatenate([enc_BxLxD, x_BxNxD], axis=1)
     valid_BxN = jnp.ones(x_BxNxD.shape[:2], jnp.bool_)
-    mask_BxTxT = attention_mask(jnp.concatenate([enc_valid_BxL, valid_BxN], axis=1))
+    valid_BxT = jnp.concatenate([enc_valid_BxL, valid_BxN], axis=1)
+    # causal, and PAD keys masked (a query always sees itself)
+    mask_BxTxT = attention.attention_mask(valid_BxT, jnp.arange(valid_BxT.shape[1]))
     L, acts = enc_BxLxD.shape[1], []
     for i in range(self.num_layers):
       h_BxTxD = Block(self.num_heads, self.ffw_dim, self.rope_base, name=f"block_{i}")(

@@ -15,8 +15,8 @@ import numpy as np
 import optax
 
 from compgen_jax import metric_writer, rng
-from compgen_jax.composition import letters
-from compgen_jax.composition.lm import Model
+from compgen_jax.letters import data
+from compgen_jax.lm.model import Model, forward
 from compgen_jax.types import Array, ConfigError, NonFiniteError, PyTree
 
 
@@ -53,17 +53,18 @@ def trainable_mask(params: PyTree, regime: str, num_layers: int) -> PyTree:
           for name, sub in params.items()}
 
 
-def make_optimizer(cfg_train) -> optax.GradientTransformation:
+def make_optimizer(cfg_optim, num_steps: int) -> optax.GradientTransformation:
+  """AdamW after global-norm clipping; warmup, then cosine decay to end_factor x the peak."""
   schedule = optax.warmup_cosine_decay_schedule(
-      0.0, cfg_train.lr, min(cfg_train.warmup_steps, cfg_train.steps - 1), cfg_train.steps,
-      end_value=cfg_train.lr * cfg_train.final_lr_fraction)
-  return optax.chain(optax.clip_by_global_norm(cfg_train.grad_clip),
-                     optax.adamw(schedule, weight_decay=cfg_train.weight_decay))
+      0.0, cfg_optim.learning_rate, min(cfg_optim.warmup_steps, num_steps - 1), num_steps,
+      end_value=cfg_optim.learning_rate * cfg_optim.end_factor)
+  return optax.chain(optax.clip_by_global_norm(cfg_optim.grad_clip),
+                     optax.adamw(schedule, weight_decay=cfg_optim.weight_decay))
 
 
 def lm_loss(model: Model, params: PyTree, tokens_BxT: Array, target_BxT: Array):
   """Mean next-token cross-entropy and token accuracy over target positions."""
-  logits = model.forward(params, tokens_BxT[:, :-1])
+  logits = forward(model, params, tokens_BxT[:, :-1])
   labels, weight = tokens_BxT[:, 1:], target_BxT[:, 1:].astype(jnp.float32)
   ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
   correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
@@ -78,12 +79,12 @@ def training_batch(key: Array, run: Runs, cfg_data, batch_size: int) -> tuple[Ar
     idx_B = jax.random.randint(key_idx, (batch_size,), 0, run.data_RxNxL.shape[0])
     x_BxN = run.data_RxNxL[idx_B]
   else:
-    x_BxN = letters.sample_inputs(key_fresh, batch_size, cfg_data.train_len)
+    x_BxN = data.sample_inputs(key_fresh, batch_size, cfg_data.train_len)
   which_B = jax.random.randint(key_table, (batch_size,), 0, run.num_tables_R)
   y_BxN = jnp.take_along_axis(run.tables_RxPxV[which_B], x_BxN, axis=1)
   len_B = jax.random.randint(key_len, (batch_size,), cfg_data.train_min_len,
                              cfg_data.train_len + 1)
-  tokens, _, target = letters.build(x_BxN, len_B, y_BxN, cfg_data.layout)
+  tokens, _, target = data.build(x_BxN, len_B, y_BxN, cfg_data.layout)
   return tokens, target
 
 
@@ -108,30 +109,31 @@ def make_train_chunk(model: Model, cfg_data, batch_size: int, optimizer,
   return jax.jit(jax.vmap(run_chunk, in_axes=(0, 0, None)), donate_argnums=0)
 
 
-def make_runs(keys_R: Array, tasks: list[str], cfg, masks: PyTree) -> Runs:
+def make_runs(keys_R: Array, tasks: list[str], cfg_data, masks: PyTree) -> Runs:
   """Runs for `tasks` (one per entry, keys aligned), with their training strings."""
-  tabs = [letters.task_tables(t) for t in tasks]
+  tabs = [data.task_tables(t) for t in tasks]
   width = max(t.shape[0] for t in tabs)
   tables = np.stack([np.concatenate([t, np.repeat(t[:1], width - len(t), 0)]) for t in tabs])
-  num_data = max(cfg.data.num_train, 1)
-  data = jax.vmap(lambda k: letters.sample_inputs(rng.stream(k, "data"), num_data,
-                                                  cfg.data.train_len))(keys_R)
+  num_data = max(cfg_data.num_train, 1)
+  strings = jax.vmap(lambda k: data.sample_inputs(rng.stream(k, "data"), num_data,
+                                                  cfg_data.train_len))(keys_R)
   return Runs(keys_R, jnp.asarray(tables), jnp.asarray([len(t) for t in tabs], jnp.int32),
-              data, masks)
+              strings, masks)
 
 
-def train(model: Model, params_R: PyTree, runs: Runs, cfg, cfg_train, run_info: list[dict],
-          metrics_path: str, desc: str) -> PyTree:
-  """Trains all runs for cfg_train.steps; writes one metric row per chunk and run."""
-  chunk = min(cfg_train.chunk_steps, cfg_train.steps)
-  if cfg_train.steps % chunk:
-    raise ConfigError("train.chunk_steps", f"{chunk} must divide steps={cfg_train.steps}")
-  optimizer = make_optimizer(cfg_train)
-  train_chunk = make_train_chunk(model, cfg.data, cfg_train.batch_size, optimizer, chunk)
+def train(model: Model, params_R: PyTree, runs: Runs, cfg_data, cfg_train, cfg_optim,
+          run_info: list[dict], metrics_path: str, desc: str, progress: bool) -> PyTree:
+  """Trains all runs for cfg_train.num_steps; writes one metric row per chunk and run."""
+  num_steps = cfg_train.num_steps
+  chunk = min(cfg_train.chunk_size, num_steps)
+  if num_steps % chunk:
+    raise ConfigError("train.chunk_size", f"{chunk} must divide num_steps={num_steps}")
+  optimizer = make_optimizer(cfg_optim, num_steps)
+  train_chunk = make_train_chunk(model, cfg_data, cfg_train.batch_size, optimizer, chunk)
   params_R = jax.tree.map(jnp.copy, params_R)  # the chunk donates its state, not the caller's
   state = TrainState(params_R, jax.vmap(optimizer.init)(params_R))
-  bar = metric_writer.progress_bar(cfg_train.steps, desc=desc, disable=not cfg.progress_bar)
-  for first in range(0, cfg_train.steps, chunk):
+  bar = metric_writer.progress_bar(num_steps, desc=desc, disable=not progress)
+  for first in range(0, num_steps, chunk):
     state, metrics = train_chunk(state, runs, first)
     metrics = jax.device_get(metrics)
     if not np.all(np.isfinite(metrics["loss"])):

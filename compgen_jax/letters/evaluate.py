@@ -13,7 +13,8 @@ import numpy as np
 from compgen_jax import rng
 from compgen_jax.composition import compose as compose_lib
 from compgen_jax.composition import decode as decode_lib
-from compgen_jax.composition import diagnostics, letters
+from compgen_jax.composition import diagnostics
+from compgen_jax.letters import data
 from compgen_jax.types import Array
 
 
@@ -22,7 +23,7 @@ def test_inputs(cfg, seed_keys_S: Array, lengths: list[int], per_len: int,
   """Held-out strings (x_SxBxN, len_SxB), B = len(lengths) * per_len, N = max(lengths), from
   stream 'test/name'."""
   len_B = jnp.repeat(jnp.asarray(lengths, jnp.int32), per_len)
-  x_SxBxN = jax.vmap(lambda k: letters.sample_inputs(rng.stream(k, f"test/{name}"), len(len_B),
+  x_SxBxN = jax.vmap(lambda k: data.sample_inputs(rng.stream(k, f"test/{name}"), len(len_B),
                                                      max(lengths)))(seed_keys_S)
   return x_SxBxN, jnp.broadcast_to(len_B, x_SxBxN.shape[:2])
 
@@ -30,13 +31,12 @@ def test_inputs(cfg, seed_keys_S: Array, lengths: list[int], per_len: int,
 def references(x_SxBxN: Array, len_SxB: Array, table_V, layout: str):
   """Ground-truth sequences (tokens, forced_mask, target_mask), each [S, B, T]."""
   y_SxBxN = jnp.take(jnp.asarray(table_V), x_SxBxN)
-  return jax.vmap(lambda x, n, y: letters.build(x, n, y, layout))(x_SxBxN, len_SxB, y_SxBxN)
+  return jax.vmap(lambda x, n, y: data.build(x, n, y, layout))(x_SxBxN, len_SxB, y_SxBxN)
 
 
 @functools.cache
 def _decoder(models: tuple, greedy: bool):
-  fn = functools.partial(decode_lib.decode, models, eos_id=letters.EOS, pad_id=letters.PAD,
-                         greedy=greedy)
+  fn = functools.partial(decode_lib.decode, models, greedy=greedy)
   return jax.jit(jax.vmap(lambda p, f, m, lam, temp, key: fn(p, f, m, lam, temp, key),
                           in_axes=(0, 0, 0, None, None, 0)))
 
@@ -99,9 +99,9 @@ def _diagnoser(models: tuple, kl_threshold: float, norm_floor: float):
     out = {k: v for k, v in out.items() if not k.endswith("BxT")}
     logp_c_BxTxV, _ = compose_lib.compose(logp_MxBxTxV[0], logp_MxBxTxV[1:], lam_K)
     # next-token log-probs at position t score token t + 1: shift the target mask by one.
-    is_eos_BxT = jnp.concatenate([tokens_BxT[:, 1:] == letters.EOS,
+    is_eos_BxT = jnp.concatenate([tokens_BxT[:, 1:] == data.EOS,
                                   jnp.zeros_like(tokens_BxT[:, :1], bool)], axis=1) & valid_BxT
-    p_eos_BxT = jnp.exp(logp_c_BxTxV[..., letters.EOS])
+    p_eos_BxT = jnp.exp(logp_c_BxTxV[..., data.EOS])
     out["p_eos_at_eos"] = jnp.sum(p_eos_BxT * is_eos_BxT) / jnp.maximum(is_eos_BxT.sum(), 1)
     out["max_p_eos_elsewhere"] = jnp.max(jnp.where(valid_BxT & ~is_eos_BxT, p_eos_BxT, 0.0))
     return out
@@ -126,8 +126,8 @@ def _predicts_output(tokens_SxBxT: Array, layout: str) -> Array:
   nxt = tokens_SxBxT[..., 1:]
   pos = jnp.arange(1, tokens_SxBxT.shape[-1]).reshape((1,) * (nxt.ndim - 1) + (-1,))
   if layout == "aligned":  # generated tokens sit at even positions (y) or follow SEP (EOS)
-    gen = (pos % 2 == 0) & (nxt != letters.PAD)
+    gen = (pos % 2 == 0) & (nxt != data.PAD)
   else:  # everything after SEP
-    after_sep = jnp.cumsum(tokens_SxBxT == letters.SEP, axis=-1)[..., :-1] > 0
-    gen = after_sep & (nxt != letters.PAD)
+    after_sep = jnp.cumsum(tokens_SxBxT == data.SEP, axis=-1)[..., :-1] > 0
+    gen = after_sep & (nxt != data.PAD)
   return jnp.concatenate([gen, jnp.zeros_like(gen[..., :1])], axis=-1)

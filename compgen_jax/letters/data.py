@@ -1,4 +1,4 @@
-"""The letter-substitution task: vocabulary, substitution tables, sequence layouts, scoring.
+"""The letter-substitution task: vocabulary, substitution tables, sequence layouts.
 
 Inputs are strings over 26 capital letters and space. A task is a set of substitution tables
 (one table: a deterministic map; several: a mixture, one table drawn per example). Task names:
@@ -12,6 +12,7 @@ Layouts put input x and output y in one causal sequence (T = 2 * max_len + 3):
 """
 
 import string
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -28,18 +29,19 @@ LAYOUTS = ("aligned", "concat")
 
 def parse_sub(sub: str) -> tuple[int, int]:
   """'A>B' -> (0, 1); ValueError naming the allowed letters otherwise."""
-  parts = sub.strip().split(">")
+  parts = sub.split(">") if isinstance(sub, str) else []
   if len(parts) != 2 or any(len(p) != 1 or p not in LETTERS for p in parts):
     raise ValueError(f"substitution {sub!r} is not 'X>Y' with X, Y in {LETTERS}")
   return LETTERS.index(parts[0]), LETTERS.index(parts[1])
 
 
-def parse_subs(text: str) -> list[str]:
-  """'A>B, C>D' -> ['A>B', 'C>D'] (each validated)."""
-  subs = [s.strip() for s in text.split(",") if s.strip()]
+def parse_subs(subs: Sequence[str]) -> list[str]:
+  """('A>B', 'C>D') -> ['A>B', 'C>D'], each validated (ValueError naming the allowed letters)."""
+  if isinstance(subs, str):  # a lone string is not a sequence of substitutions
+    raise ValueError(f"{subs!r} is not a tuple of substitutions like ('A>B', 'C>D')")
   for s in subs:
     parse_sub(s)
-  return subs
+  return list(subs)
 
 
 def conflicting(subs: list[str]) -> bool:
@@ -122,13 +124,12 @@ def build(x_BxN: Array, len_B: Array, y_BxN: Array, layout: str) -> tuple[Array,
   return tokens.astype(jnp.int32), forced, target
 
 
-def apply_table(table_V: Array, x_BxN: Array) -> Array:
-  return jnp.take(table_V, x_BxN)
-
-
-def exact_match(decoded_BxT: Array, reference_BxT: Array) -> Array:
-  """1.0 where the whole decoded sequence (output and EOS, pad after) equals the reference."""
-  return jnp.all(decoded_BxT == reference_BxT, axis=1).astype(jnp.float32)
+def read_outputs(tokens_BxT: np.ndarray, len_B: np.ndarray, layout: str) -> np.ndarray:
+  """The output letters y [B, N] read back from (decoded) sequences of a layout."""
+  n = (tokens_BxT.shape[-1] - 3) // 2
+  i_N = np.arange(n)
+  pos_BxN = (2 * i_N + 2)[None] if layout == "aligned" else len_B[:, None] + 2 + i_N[None]
+  return np.take_along_axis(tokens_BxT, np.broadcast_to(pos_BxN, (len(len_B), n)), axis=-1)
 
 
 def to_text(tokens: np.ndarray) -> str:

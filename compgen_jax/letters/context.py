@@ -1,0 +1,79 @@
+"""What every letter experiment reads (config, trained models, the held-out test set) and the
+row fields they share: exact match over all strings and over the strings with every source
+letter, and the composition diagnostics of one seed."""
+
+import numpy as np
+
+from compgen_jax.composition.diagnostics import offdiag_max
+from compgen_jax.letters import data, evaluate
+from compgen_jax.letters.zoo import Zoo
+
+
+def pairs(cfg) -> list[list[str]]:
+  """The expert pairs of compose.pairs."""
+  return [list(p) for p in cfg.compose.pairs]
+
+
+def pair_lambdas(cfg, num_experts: int) -> np.ndarray:
+  """compose.lambdas, or weight 1 for every expert when it is empty."""
+  lam = cfg.compose.lambdas
+  return np.asarray(lam if lam else [1.0] * num_experts, np.float32)
+
+
+class Ctx:
+  """Config, trained models and the held-out test set (strings x [S, B, N], lengths [S, B])."""
+
+  def __init__(self, cfg, zoo: Zoo):
+    self.cfg, self.zoo, self.m = cfg, zoo, zoo.model
+    self.keys = zoo.seed_keys
+    self.x, self.len = evaluate.test_inputs(cfg, zoo.seed_keys, [cfg.data.train_len],
+                                            cfg.data.test_size, "main")
+
+  def p(self, task: str):
+    return self.zoo.params[task]
+
+  def compose_tokens(self, background, experts: list[str], lam=None, bg_model=None):
+    """Decoded tokens [S, B, T] of experts composed over a background, with models, params."""
+    models = (bg_model or self.m,) + (self.m,) * len(experts)
+    params = (background,) + tuple(self.p(e) for e in experts)
+    # forced positions (BOS, input letters, SEP) do not depend on the target table
+    ref, forced, _ = evaluate.references(self.x, self.len, data.table([]), self.cfg.data.layout)
+    tokens = evaluate.decode_all(self.cfg, models, params, ref, forced, lam, self.keys)
+    return tokens, models, params
+
+  def score(self, tokens, table_V) -> np.ndarray:
+    """Exact match [S, B] of decoded tokens against `table_V` applied to the test strings."""
+    ref = evaluate.references(self.x, self.len, table_V, self.cfg.data.layout)[0]
+    return np.all(tokens == np.asarray(ref), axis=-1).astype(np.float32)
+
+  def compose_em(self, background, experts: list[str], target_subs: list[str], lam=None,
+                 bg_model=None):
+    """Exact match [S, B] and decoded tokens of experts composed over a background."""
+    tokens, models, params = self.compose_tokens(background, experts, lam, bg_model)
+    return self.score(tokens, data.table(target_subs)), tokens, models, params
+
+  def single_em(self, params, target_subs: list[str], x=None, ln=None):
+    x, ln = (self.x, self.len) if x is None else (x, ln)
+    return evaluate.exact_match(self.cfg, (self.m,), (params,), x, ln,
+                                data.table(target_subs), None, self.keys)[0]
+
+  def all_sources(self, subs: list[str]) -> np.ndarray:
+    """[S, B]: test strings containing every source letter of `subs`."""
+    return data.contains_all_sources(self.x, self.len, subs)
+
+
+def em_row(ctx: Ctx, em_SxB: np.ndarray, subs: list[str], s: int, prefix: str = "exact_match"):
+  """Exact match of seed s over all strings and over the strings containing every source
+  letter (where every substitution has to act), with that subset's size."""
+  mask = ctx.all_sources(subs)
+  return {prefix: em_SxB[s].mean(), f"{prefix}_all_sources": evaluate.mean_where(em_SxB, mask)[s],
+          "num_all_sources": int(mask[s].sum())}
+
+
+def diag_row(d: dict, s: int) -> dict:
+  """Seed s's diagnostics (`evaluate.diagnose`) as row fields; pairwise ones as the largest
+  off-diagonal entry."""
+  return {"mean_abs_log_z": d["mean_abs_log_z"][s], "max_abs_log_z": d["max_abs_log_z"][s],
+          "overlap": offdiag_max(d["overlap_KxK"][s]), "ortho": offdiag_max(d["ortho_KxK"][s]),
+          "ortho_cos": offdiag_max(d["ortho_cos_KxK"][s]), "tv_mask": d["tv_mask_K"][s],
+          "tv_background": d["tv_background"][s], "active_frac": d["active_frac_K"][s]}

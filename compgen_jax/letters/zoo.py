@@ -1,0 +1,102 @@
+"""The trained models an experiment run reads, trained in one program or restored.
+
+All from-scratch models (tasks x seeds) train in one vmapped program. With `init=independent`
+(the authors' code) every task of a seed draws its own initial parameters; with `init=shared`
+they all start from one draw per seed, which weight averaging and task arithmetic need. The
+fine-tuned experts (for the task-arithmetic check) start from each seed's identity model.
+"""
+
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from compgen_jax import checkpointing, rng
+from compgen_jax.letters import data, training
+from compgen_jax.lm.model import Model
+from compgen_jax.lm.transformer import make_lm
+from compgen_jax.types import PyTree
+
+
+def letter_lm(cfg_model) -> Model:
+  """The letter transformer of config section `model`, over the letter vocabulary."""
+  return make_lm(cfg_model, data.VOCAB_SIZE, bos_id=data.BOS, eos_id=data.EOS, pad_id=data.PAD)
+
+
+class Zoo(NamedTuple):
+  model: Model
+  params: dict            # task name -> params stacked over seeds [S, ...]
+  finetuned: dict         # (expert, regime) -> params [S, ...]
+  seed_keys: jax.Array    # [S] typed keys
+
+
+def _train_or_restore(workdir: str, group: str, init_params_R: PyTree, train_fn) -> PyTree:
+  ckpt_dir = os.path.join(workdir, "checkpoints", group)
+  if checkpointing.available_steps(ckpt_dir):
+    abstract = jax.eval_shape(lambda: {"params": init_params_R})
+    _, state = checkpointing.restore(ckpt_dir, abstract)
+    print(f"[{group}] restored trained models from {ckpt_dir}")
+    return state["params"]
+  params_R = train_fn()
+  checkpointing.save(checkpointing.manager(ckpt_dir), 1, {"params": params_R})
+  return params_R
+
+
+def _split(params_R: PyTree, names: list, num_seeds: int) -> dict:
+  """Task-major [len(names) * S, ...] -> {name: [S, ...]}."""
+  return {n: jax.tree.map(lambda a, i=i: a[i * num_seeds:(i + 1) * num_seeds], params_R)
+          for i, n in enumerate(names)}
+
+
+def initial_params(model: Model, seed_keys_S: jax.Array, tasks: list[str], init: str) -> PyTree:
+  """Task-major [len(tasks) * S, ...] initial parameters: one draw per seed ('shared', stream
+  'student') or one per task and seed ('independent', stream 'init/<task>')."""
+  if init == "shared":
+    init_S = jax.vmap(lambda k: model.init(rng.stream(k, "student")))(seed_keys_S)
+    return jax.tree.map(lambda a: jnp.concatenate([a] * len(tasks)), init_S)
+  keys_R = jnp.concatenate([jax.vmap(lambda k, t=t: rng.stream(k, f"init/{t}"))(seed_keys_S)
+                            for t in tasks])
+  return jax.vmap(model.init)(keys_R)
+
+
+def build_zoo(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]]) -> Zoo:
+  """Trains (or restores from workdir/checkpoints) the models `tasks` from scratch (the first
+  is 'identity') and fine-tunes the (expert, regime) `runs` from each seed's identity model."""
+  model = letter_lm(cfg.model)
+  s = cfg.num_seeds
+  seed_keys = jax.vmap(lambda i: rng.run_key(cfg.seed, i))(jnp.arange(s))
+  metrics_path = os.path.join(workdir, "metrics.jsonl")
+  init_R = initial_params(model, seed_keys, tasks, cfg.init)
+
+  def train_scratch():
+    keys = jnp.concatenate([jax.vmap(lambda k, t=t: rng.stream(k, f"task/{t}"))(seed_keys)
+                            for t in tasks])
+    masks = jax.vmap(lambda p: training.trainable_mask(p, "all", cfg.model.num_layers))(init_R)
+    info = [{"task": t, "seed": i} for t in tasks for i in range(s)]
+    print(f"training {len(tasks)} models x {s} seeds from scratch: {', '.join(tasks)}")
+    per_run = [t for t in tasks for _ in range(s)]
+    return training.train(model, init_R, training.make_runs(keys, per_run, cfg.data, masks),
+                          cfg.data, cfg.train, cfg.optim, info, metrics_path, "scratch",
+                          cfg.train.progress)
+
+  params = _split(_train_or_restore(workdir, "scratch", init_R, train_scratch), tasks, s)
+  finetuned = {}
+  if runs:
+    ft_init = jax.tree.map(lambda a: jnp.concatenate([a] * len(runs)), params["identity"])
+
+    def train_finetune():
+      keys = jnp.concatenate([jax.vmap(lambda k, e=e: rng.stream(k, f"finetune/{e}"))(seed_keys)
+                              for e, _ in runs])
+      masks = jax.tree.map(lambda *m: jnp.concatenate(m), *[
+          jax.vmap(lambda p, r=r: training.trainable_mask(p, r, cfg.model.num_layers))(
+              params["identity"]) for _, r in runs])
+      info = [{"task": e, "regime": r, "seed": i} for e, r in runs for i in range(s)]
+      print(f"fine-tuning {len(runs)} (expert, regime) runs x {s} seeds from the identity model")
+      per_run = [e for e, _ in runs for _ in range(s)]
+      return training.train(model, ft_init, training.make_runs(keys, per_run, cfg.data, masks),
+                            cfg.data, cfg.finetune.train, cfg.finetune.optim, info,
+                            metrics_path, "finetune", cfg.train.progress)
+
+    finetuned = _split(_train_or_restore(workdir, "finetune", ft_init, train_finetune), runs, s)
+  return Zoo(model, params, finetuned, seed_keys)

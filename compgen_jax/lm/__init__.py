@@ -1,0 +1,1 @@
+"""Autoregressive models behind one adapter (`model.Model`) and the attention they share."""
