@@ -28,6 +28,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRECISIONS = {"default": None, "bf16": "bfloat16", "tf32": "tensorfloat32", "high": "high",
               "highest": "highest"}
 
+# The reference implementation's (smonsays/scale-compositionality) single-run steps/s at this
+# setting (M=16, K=3, batch 128 tasks x 16 samples, MLP depth 4), measured on the project's 2-core
+# development CPU with processes alternating (the table of the performance issue). Only meaningful
+# on that machine class; printed as "vs ref" on CPUs.
+REFERENCE_CPU_STEPS_PER_S = {256: 42.1, 512: 10.4, 1024: 3.12}
+
 _WIDTHS = flags.DEFINE_list("widths", ["128", "256", "512", "1024"], "MLP widths (depth 4).")
 _RUNS = flags.DEFINE_list("runs", ["1", "8"], "Numbers of vmapped runs.")
 _STEPS = flags.DEFINE_integer("steps", 50, "Steps per timed chunk.")
@@ -127,28 +133,37 @@ def _out_of_memory(e: Exception) -> bool:
   return "RESOURCE_EXHAUSTED" in str(e) or "out of memory" in str(e).lower()
 
 
-def measure_width(cfg, width: int, limit_gb: float | None, rows: list[list]) -> None:
+def _versus(rate: float, width: int, gflop: float, peak: float) -> list:
+  """Fraction of the measured matmul peak, and the ratio to the reference's steps/s (CPU only)."""
+  ref = REFERENCE_CPU_STEPS_PER_S.get(width) if jax.default_backend() == "cpu" else None
+  return [rate * gflop / peak, rate / ref if ref else float("nan")]
+
+
+def measure_width(cfg, width: int, limit_gb: float | None, rows: list[list],
+                  peak: float) -> None:
   """Appends the table rows of one width to `rows` as each is measured: the slow way, then each
   run count."""
   cfg.student.width = width
   samples, gflop = cfg.train.batch_size * cfg.task.num_samples, step_gflop(cfg)
   slow = slow_steps_per_s(cfg) if _SLOW.value else float("nan")
   if _SLOW.value:
-    rows.append([width, 1, "slow", slow, slow * samples, slow * gflop, 1.0, ""])
+    rows.append([width, 1, "slow", slow, slow * samples, slow * gflop, 1.0,
+                 *_versus(slow, width, gflop, peak), ""])
   one_run = _state(cfg, 1)
   for num_runs in map(int, _RUNS.value):
     need = num_runs * run_gb(cfg)
     if limit_gb is not None and need > limit_gb:
-      row = [width, num_runs, "fused"] + [float("nan")] * 4 + [
+      row = [width, num_runs, "fused"] + [float("nan")] * 6 + [
           f"skipped: needs ~{need:.3g} of {limit_gb:.3g} GB"]
     else:
       try:
         fused = fused_steps_per_s(cfg, one_run, num_runs)
-        row = [width, num_runs, "fused", fused, fused * samples, fused * gflop, fused / slow, ""]
+        row = [width, num_runs, "fused", fused, fused * samples, fused * gflop, fused / slow,
+               *_versus(fused, width, gflop, peak), ""]
       except jax.errors.JaxRuntimeError as e:
         if not _out_of_memory(e):
           raise
-        row = [width, num_runs, "fused"] + [float("nan")] * 4 + ["out of memory"]
+        row = [width, num_runs, "fused"] + [float("nan")] * 6 + ["out of memory"]
     print("  " + "  ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row),
           flush=True)
     rows.append(row)
@@ -170,11 +185,11 @@ def main(argv):
     for width in map(int, _WIDTHS.value):
       cfg = cli.load_config_file(os.path.join(REPO, "configs", "hyperteacher.py") + ":paper")
       cfg.unlock()
-      measure_width(cfg, width, limit_gb, rows)
+      measure_width(cfg, width, limit_gb, rows, peak)
   except KeyboardInterrupt:  # e.g. gpu.sh's timeout: the table of what was measured
     print("interrupted; the table has the configurations measured so far", flush=True)
   print(report.table(["width", "runs", "path", "run-steps/s", "samples/s", "GFLOP/s",
-                      "vs slow", "note"], rows))
+                      "vs slow", "of peak", "vs ref", "note"], rows))
 
 
 if __name__ == "__main__":
