@@ -1,0 +1,80 @@
+"""Tokens per second of plain vs composed (background + 2 experts) generation, Gemma-2-shaped
+random models (`composition/generate.py`: prefill, then lockstep decoding in one while_loop).
+
+  python benchmarks/compose_llm_speed.py                      # tiny, seconds on a CPU
+  python benchmarks/compose_llm_speed.py --size=2b --dtype=bfloat16 --batch=8   # accelerator
+
+`--size=2b` has gemma-2-2b's dimensions (2.6B parameters per model, three models): for an
+accelerator, far too slow and large for a CPU. Prints a table; never asserts on time.
+"""
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from compgen_jax.composition import generate
+from compgen_jax.lm import gemma2
+
+SIZES = {
+    "tiny": dict(vocab_size=256, width=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                 head_dim=32, mlp_dim=256, sliding_window=16),
+    "small": dict(vocab_size=4096, width=512, num_layers=6, num_heads=8, num_kv_heads=4,
+                  head_dim=64, mlp_dim=2048, sliding_window=256),
+    "2b": dict(vocab_size=256_000, width=2304, num_layers=26, num_heads=8, num_kv_heads=4,
+               head_dim=256, mlp_dim=9216, sliding_window=4096),
+}
+_SIZE = flags.DEFINE_enum("size", "tiny", list(SIZES), "model dimensions")
+_DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "params and KV cache")
+_BATCH = flags.DEFINE_integer("batch", 4, "prompts generated at once")
+_PROMPT = flags.DEFINE_integer("prompt_len", 64, "prompt tokens (no padding)")
+_NEW = flags.DEFINE_integer("new_tokens", 64, "tokens generated per prompt (EOS ignored)")
+_CHUNK = flags.DEFINE_integer("prefill_chunk", 512, "prefill chunk")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "timed calls after one compile")
+
+
+def _config(size: str) -> gemma2.Gemma2Config:
+  dims = SIZES[size]
+  return gemma2.Gemma2Config(
+      **dims, rms_eps=1e-6, rope_base=10_000.0, query_pre_attn_scalar=float(dims["head_dim"]),
+      attn_softcap=50.0, final_softcap=30.0,
+      sliding_layers=tuple(i % 2 == 0 for i in range(dims["num_layers"])),
+      bos_id=2, eos_id=1, pad_id=0)
+
+
+def _time(fn) -> float:
+  jax.block_until_ready(fn())
+  start = time.perf_counter()
+  for _ in range(_REPEATS.value):
+    jax.block_until_ready(fn())
+  return (time.perf_counter() - start) / _REPEATS.value
+
+
+def main(argv):
+  del argv
+  c = _config(_SIZE.value)
+  dtype = jnp.dtype(_DTYPE.value)
+  model = gemma2.make_model(c, dtype)
+  params = tuple(gemma2.init_params(c, k, dtype) for k in jax.random.split(jax.random.key(0), 3))
+  batch, new = _BATCH.value, _NEW.value
+  prompts = jax.random.randint(jax.random.key(1), (batch, _PROMPT.value), 3, c.vocab_size)
+  prompts = prompts.at[:, 0].set(c.bos_id)
+  valid = jnp.ones(prompts.shape, bool)
+  rows = []
+  for name, k in (("plain", 1), ("composed", 3)):
+    run = lambda k=k: generate.generate((model,) * k, params[:k], prompts, valid,
+                                        np.full(batch, new), stop_at_eos=False,
+                                        prefill_chunk=_CHUNK.value).tokens_BxN
+    rows.append((name, k, _time(run)))
+  print(f"size={_SIZE.value} dtype={_DTYPE.value} batch={batch} prompt={_PROMPT.value} "
+        f"new={new} device={jax.devices()[0].platform}")
+  print("decoding | models | seconds per call (prefill + decode) | new tokens per second")
+  for name, k, sec in rows:
+    print(f"{name} | {k} | {sec:.3f} | {batch * new / sec:.0f}")
+  print(f"composed / plain time: {rows[1][2] / rows[0][2]:.2f}x (3 models: ideal 3x or less)")
+
+
+if __name__ == "__main__":
+  app.run(main)

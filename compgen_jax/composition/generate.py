@@ -1,0 +1,222 @@
+"""Composed generation for LLMs: every model prefills the prompt into its own KV cache, then all
+advance in lockstep, one token per step, inside one jitted `lax.while_loop`.
+
+Prompts are left-padded [B, P] (`prompt_valid_BxP` False on padding; the last column is a real
+token of every row), so the generated tokens of every row sit in one [B, N] buffer. Each step
+composes the models' next-token distributions (`compose.compose`: the paper's operator with
+weights lambda, or the authors' variant), picks a token (greedy, or sampled at a temperature)
+and feeds it to every model. A sequence finishes at EOS, when its generated tail equals one of
+the stop sequences (token ids: turning stop *strings* into ids is the caller's job, with the
+tokenizer, outside), or at its own budget; the loop ends when every sequence has finished.
+Per-token diagnostics (log Z_t, p(EOS) composed and per model, KL(p_i || p_b) and the experts'
+active sets as `diagnostics.diagnose` defines them) are recorded for analysis.
+Shapes: B batch, P prompt, N new tokens, M models (background first), K = M - 1 experts.
+"""
+
+import functools
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compgen_jax.composition.compose import compose
+from compgen_jax.composition.diagnostics import kl
+from compgen_jax.lm.model import Model, same_vocabulary
+from compgen_jax.types import Array, PRNGKey, PyTree
+
+RUNNING, EOS, STOP, BUDGET = 0, 1, 2, 3  # finish reasons: REASONS[reason_B[b]]
+REASONS = ("running", "eos", "stop", "budget")
+
+
+class Generated(NamedTuple):
+  tokens_BxN: Array      # generated tokens (the final EOS / stop sequence included), pad after
+  lengths_B: Array       # tokens generated per sequence
+  reason_B: Array        # EOS, STOP or BUDGET
+  log_z_BxN: Array       # log Z_t of the untempered composition; 0 past a sequence's length
+  p_eos_BxN: Array       # p(EOS) under the (untempered) composition
+  p_eos_BxNxM: Array     # p(EOS) under each model, background first
+  kl_BxNxK: Array        # KL(p_i || p_b) per expert
+  active_BxNxK: Array    # KL above kl_threshold: the expert is active at this token
+  num_steps: Array       # loop iterations run (< N when every sequence finished early)
+
+  @property
+  def num_active_BxN(self) -> Array:
+    """The active-set size: how many experts are active at each token."""
+    return self.active_BxNxK.sum(axis=-1)
+
+
+def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP: Array,
+             prompt_valid_BxP: Array, max_new_tokens_B, *,
+             stop_sequences: Sequence[Sequence[int]] = (), stop_at_eos: bool = True,
+             lam_K: Array | None = None, temperature: float = 1.0, greedy: bool = True,
+             key: PRNGKey | None = None, authors: bool = False, prefill_chunk: int = 512,
+             kl_threshold: float = 0.1, max_new_tokens: int | None = None) -> Generated:
+  """Generates from the composition of models[0] (background) with models[1:] (experts).
+
+  One model alone is plain decoding. `max_new_tokens_B` is each sequence's budget; the buffer
+  holds `max_new_tokens` tokens (default: the largest budget; one compile per value).
+  `authors=True` is the authors' operator (all weights 1, see `compose.compose`). Called on
+  the host: arguments are checked here, then one jitted program runs prefill and decoding.
+  """
+  budget_B = np.asarray(max_new_tokens_B, np.int32)
+  stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
+  num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
+  _check(models, params, prompt_valid_BxP, budget_B, num_new, stops, lam_K, greedy,
+         temperature, key, authors, prefill_chunk)
+  if lam_K is None and not authors:
+    lam_K = jnp.ones((len(models) - 1,), jnp.float32)
+  return _generate(
+      tuple(params), jnp.asarray(prompts_BxP, jnp.int32), jnp.asarray(prompt_valid_BxP, bool),
+      jnp.asarray(budget_B), None if lam_K is None else jnp.asarray(lam_K, jnp.float32),
+      jnp.asarray(temperature, jnp.float32), key,
+      jnp.asarray(kl_threshold, jnp.float32), models=tuple(models), num_new=num_new,
+      stops=stops, stop_at_eos=stop_at_eos, greedy=greedy, authors=authors,
+      chunk=prefill_chunk)
+
+
+def _check(models, params, valid_BxP, budget_B, num_new, stops, lam_K, greedy, temperature,
+           key, authors, chunk) -> None:
+  """ValueError, naming the argument, for anything `generate` cannot run."""
+  num_models = len(models)
+  if num_models < 1 or len(params) != num_models:
+    raise ValueError(f"{num_models} models and {len(params)} params: need one params per model")
+  same_vocabulary(models)
+  batch = np.shape(valid_BxP)[0]
+  if budget_B.shape != (batch,) or np.any(budget_B < 0):
+    raise ValueError(f"max_new_tokens_B must be {batch} budgets >= 0, got {budget_B}")
+  if num_new < 1 or np.any(budget_B > num_new):
+    raise ValueError(f"budgets {budget_B} do not fit a buffer of {num_new} tokens")
+  if not np.all(np.asarray(valid_BxP)[:, -1]):
+    raise ValueError("prompts must be left-padded: the last column must be a real token")
+  vocab = models[0].vocab_size
+  if any(not s or min(s) < 0 or max(s) >= vocab for s in stops):
+    raise ValueError(f"stop sequences must be non-empty token ids in [0, {vocab}): {stops}")
+  if not greedy and (key is None or not temperature > 0):
+    raise ValueError("sampling needs a key and a temperature > 0")
+  if authors and (lam_K is not None or num_models < 2):
+    raise ValueError("the authors' variant takes no lam_K and needs at least one expert")
+  if lam_K is not None and np.shape(lam_K) != (num_models - 1,):
+    raise ValueError(f"lam_K has shape {np.shape(lam_K)}, expected ({num_models - 1},)")
+  if chunk < 1:
+    raise ValueError(f"prefill_chunk must be >= 1, got {chunk}")
+
+
+def prefill(model: Model, params: PyTree, tokens_BxP: Array, valid_BxP: Array, cache,
+            chunk: int) -> tuple[Array, object]:
+  """Appends the prompt to `cache` `chunk` tokens at a time (a scan over whole chunks, then the
+  rest) with the adapter's apply; returns the logits after the last prompt token [B, V]."""
+  batch, length = tokens_BxP.shape
+  num_full, logits_BxV = length // chunk, None
+  if num_full:
+    split = lambda x: x[:, :num_full * chunk].reshape(batch, num_full, chunk).swapaxes(0, 1)
+
+    def body(cache, xs):
+      logits_BxLxV, cache = model.apply(params, xs[0], cache, xs[1])
+      return cache, logits_BxLxV[:, -1]
+
+    cache, last_CxBxV = jax.lax.scan(body, cache, (split(tokens_BxP), split(valid_BxP)))
+    logits_BxV = last_CxBxV[-1]
+  if length % chunk:
+    rest = slice(num_full * chunk, length)
+    logits_BxLxV, cache = model.apply(params, tokens_BxP[:, rest], cache, valid_BxP[:, rest])
+    logits_BxV = logits_BxLxV[:, -1]
+  return logits_BxV, cache
+
+
+def _log_softmax(logits_BxV: Array) -> Array:
+  return jax.nn.log_softmax(logits_BxV.astype(jnp.float32), axis=-1)
+
+
+def _stop_hit(tail_BxS: Array, length_B: Array, stops: tuple[tuple[int, ...], ...]) -> Array:
+  """True where the last generated tokens equal a stop sequence (generated tokens only)."""
+  hit_B = jnp.zeros(tail_BxS.shape[:1], bool)
+  for s in stops:
+    tail_BxL = tail_BxS[:, tail_BxS.shape[1] - len(s):]
+    hit_B |= jnp.all(tail_BxL == jnp.asarray(s, jnp.int32)[None], axis=1) & (length_B >= len(s))
+  return hit_B
+
+
+def _put(buf_BxNx_, x_Bx_, mask_B, t):
+  """Writes x at step t where mask_B (0 / False elsewhere)."""
+  mask = mask_B.reshape(mask_B.shape + (1,) * (x_Bx_.ndim - 1))
+  x_Bx_ = jnp.where(mask, x_Bx_, jnp.zeros((), x_Bx_.dtype))
+  return jax.lax.dynamic_update_index_in_dim(buf_BxNx_, x_Bx_, t, 1)
+
+
+@functools.partial(jax.jit, static_argnames=(
+    "models", "num_new", "stops", "stop_at_eos", "greedy", "authors", "chunk"))
+def _generate(params, prompts_BxP, valid_BxP, budget_B, lam_K, temperature, key, kl_threshold,
+              *, models, num_new, stops, stop_at_eos, greedy, authors, chunk):
+  batch, length = prompts_BxP.shape
+  eos_id, pad_id = models[0].eos_id, models[0].pad_id
+  num_models = len(models)
+  outs = [prefill(m, p, prompts_BxP, valid_BxP, m.init_cache(batch, length + num_new), chunk)
+          for m, p in zip(models, params, strict=True)]
+  logp_MxBxV = jnp.stack([_log_softmax(logits) for logits, _ in outs])
+  zeros = lambda *shape, dtype=jnp.float32: jnp.zeros((batch, num_new) + shape, dtype)
+  init = dict(
+      t=jnp.zeros((), jnp.int32), caches=tuple(c for _, c in outs), logp=logp_MxBxV,
+      tokens=jnp.full((batch, num_new), pad_id, jnp.int32), length=jnp.zeros((batch,), jnp.int32),
+      reason=jnp.where(budget_B <= 0, BUDGET, RUNNING).astype(jnp.int32),
+      tail=jnp.full((batch, max([len(s) for s in stops], default=1)), pad_id, jnp.int32),
+      log_z=zeros(), p_eos=zeros(), p_eos_m=zeros(num_models), kl=zeros(num_models - 1),
+      active=zeros(num_models - 1, dtype=bool))
+
+  def cond(c):
+    return (c["t"] < num_new) & jnp.any(c["reason"] == RUNNING)
+
+  def body(c):
+    t, logp_MxBxV, running_B = c["t"], c["logp"], c["reason"] == RUNNING
+    # untempered composition for the diagnostics; temperature only shapes the sampling
+    logp_BxV, log_z_B = compose(logp_MxBxV[0], logp_MxBxV[1:], lam_K, authors=authors)
+    if greedy:
+      next_B = jnp.argmax(logp_BxV, axis=-1)
+    else:
+      next_B = jax.random.categorical(jax.random.fold_in(key, t), logp_BxV / temperature)
+    next_B = jnp.where(running_B, next_B, pad_id).astype(jnp.int32)
+    length_B = c["length"] + running_B
+    tail_BxS = jnp.concatenate([c["tail"][:, 1:], next_B[:, None]], axis=1)
+    eos_B = running_B & (next_B == eos_id) & stop_at_eos
+    stop_B = running_B & _stop_hit(tail_BxS, length_B, stops)
+    budget_hit_B = running_B & (length_B >= budget_B)
+    reason_B = jnp.where(eos_B, EOS, jnp.where(stop_B, STOP, jnp.where(
+        budget_hit_B, BUDGET, c["reason"])))
+    kl_BxK = kl(logp_MxBxV[1:], logp_MxBxV[:1]).T
+    new = dict(
+        t=t + 1, length=length_B, reason=reason_B, tail=tail_BxS,
+        tokens=jax.lax.dynamic_update_index_in_dim(c["tokens"], next_B, t, 1),
+        log_z=_put(c["log_z"], log_z_B, running_B, t),
+        p_eos=_put(c["p_eos"], jnp.exp(logp_BxV[:, eos_id]), running_B, t),
+        p_eos_m=_put(c["p_eos_m"], jnp.exp(logp_MxBxV[:, :, eos_id]).T, running_B, t),
+        kl=_put(c["kl"], kl_BxK, running_B, t),
+        active=_put(c["active"], kl_BxK > kl_threshold, running_B, t))
+    # every model is fed the chosen token; finished rows get padding, never attended to
+    steps = [m.apply(p, next_B[:, None], cache, running_B[:, None])
+             for m, p, cache in zip(models, params, c["caches"], strict=True)]
+    new["caches"] = tuple(cache for _, cache in steps)
+    new["logp"] = jnp.stack([_log_softmax(logits[:, 0]) for logits, _ in steps])
+    return new
+
+  c = jax.lax.while_loop(cond, body, init)
+  return Generated(c["tokens"], c["length"], c["reason"], c["log_z"], c["p_eos"], c["p_eos_m"],
+                   c["kl"], c["active"], c["t"])
+
+
+def summarize(gen: Generated) -> dict[str, Array]:
+  """Diagnostics over all generated tokens, defined as in `diagnostics.diagnose`: active_frac_K,
+  overlap_KxK (fraction of tokens where experts i and j are both active), mean / max |log Z_t|,
+  mean composed p(EOS) and mean p(EOS) per model (M)."""
+  num_new = gen.tokens_BxN.shape[1]
+  valid_BxN = jnp.arange(num_new)[None] < gen.lengths_B[:, None]
+  num_valid = jnp.maximum(valid_BxN.sum(), 1).astype(jnp.float32)
+  act_BxNxK = gen.active_BxNxK.astype(jnp.float32)
+  abs_log_z = jnp.abs(gen.log_z_BxN)  # 0 past the lengths
+  return {
+      "active_frac_K": act_BxNxK.sum(axis=(0, 1)) / num_valid,
+      "overlap_KxK": jnp.einsum("bnk,bnj->kj", act_BxNxK, act_BxNxK) / num_valid,
+      "mean_abs_log_z": abs_log_z.sum() / num_valid, "max_abs_log_z": abs_log_z.max(),
+      "mean_p_eos": gen.p_eos_BxN.sum() / num_valid,
+      "mean_p_eos_M": gen.p_eos_BxNxM.sum(axis=(0, 1)) / num_valid,
+  }
