@@ -80,6 +80,19 @@ def truncate_after(path: str, step: int) -> None:
   os.replace(tmp, path)
 
 
+def replace_step_rows(path: str, step: int, rows: list[dict]) -> None:
+  """Replaces the rows of `step` in a jsonl file with `rows` (a pass re-run over the same
+  checkpoint), keeping every other row; written to a temporary file and renamed, so a kill
+  leaves the old file or the new one, never neither."""
+  kept = [r for r in read_rows(path) if r.get("step") != step]
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    f.write("".join(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n"
+                    for row in kept + list(rows)))
+  os.replace(tmp, path)
+
+
 # How a window of per-step training metrics becomes one row (default: the mean).
 WINDOW_REDUCERS = {"train/lr": lambda a: a[-1], "train/grad_norm": lambda a: a.max(axis=0)}
 

@@ -204,3 +204,15 @@ def test_bad_writers_are_refused_before_writing(writers, match, tmp_path):
     loop.train_and_evaluate(cfg, str(tmp_path / "w"))
   assert e.value.field == "train.writers"
   assert not os.path.exists(tmp_path / "w")
+
+
+def test_replace_step_rows_keeps_other_steps_and_replaces_that_one(tmp_path):
+  path = str(tmp_path / "eval.jsonl")
+  metric_writer.append_rows(path, [{"step": 1, "a": 1.0}, {"step": 2, "a": 2.0},
+                                   {"step": 2, "a": 2.5}])
+  metric_writer.replace_step_rows(path, 2, [{"step": 2, "a": 9.0}])
+  assert metric_writer.read_rows(path) == [{"step": 1, "a": 1.0}, {"step": 2, "a": 9.0}]
+  metric_writer.replace_step_rows(path, 3, [{"step": 3, "a": float("nan")}])
+  rows = metric_writer.read_rows(path)
+  assert [r["step"] for r in rows] == [1, 2, 3] and rows[-1]["a"] == "nan"
+  assert not os.path.exists(path + ".tmp")

@@ -159,11 +159,7 @@ def evaluate_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | N
   step, state = train_lib.restore(cfg, workdir, step)
   geo = scenes.geometry(cfg.scene)
   new = rows(make_evaluate(cfg)(state), grid, step, geo)
-  path = os.path.join(workdir, EVAL_FILE)
-  kept = [r for r in metric_writer.read_rows(path) if r["step"] != step]
-  if os.path.exists(path):
-    os.remove(path)
-  metric_writer.append_rows(path, kept + new)
+  metric_writer.replace_step_rows(os.path.join(workdir, EVAL_FILE), step, new)
   if grids:
     for r, run in enumerate(grid):
       if run["seed"] == 0:

@@ -193,9 +193,5 @@ def probe_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
   step, state = train_lib.restore(cfg, workdir, step)
   new = rows(make_probe(cfg)(state), grid, step, cfg)
-  path = os.path.join(workdir, PROBE_FILE)
-  kept = [r for r in metric_writer.read_rows(path) if r["step"] != step]
-  if os.path.exists(path):
-    os.remove(path)
-  metric_writer.append_rows(path, kept + new)
+  metric_writer.replace_step_rows(os.path.join(workdir, PROBE_FILE), step, new)
   return new
