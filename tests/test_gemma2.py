@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from compgen_jax.lm import gemma2, loading
-from compgen_jax.lm.model import forward
+from compgen_jax.lm.model import forward, prefill
 from compgen_jax.types import CheckpointError
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "gemma2_tiny")
@@ -52,7 +52,7 @@ def test_left_padding_does_not_change_a_sequence(loaded, hf):
 
 def _decode(model, params, tokens_BxT, valid_BxT, max_len, chunk=1):
   cache = model.init_cache(tokens_BxT.shape[0], max_len)
-  return gemma2.prefill(model, params, tokens_BxT, valid_BxT, cache, chunk)
+  return prefill(model, params, tokens_BxT, valid_BxT, cache, chunk, all_logits=True)
 
 
 def test_cache_decode_equals_full_forward_past_the_window(loaded, hf):

@@ -23,7 +23,7 @@ import numpy as np
 
 from compgen_jax.composition.compose import compose
 from compgen_jax.composition.diagnostics import kl
-from compgen_jax.lm.model import Model, same_vocabulary
+from compgen_jax.lm.model import Model, prefill, same_vocabulary
 from compgen_jax.types import Array, PRNGKey, PyTree
 
 RUNNING, EOS, STOP, BUDGET = 0, 1, 2, 3  # finish reasons: REASONS[reason_B[b]]
@@ -101,28 +101,6 @@ def _check(models, params, valid_BxP, budget_B, num_new, stops, lam_K, greedy, t
     raise ValueError(f"lam_K has shape {np.shape(lam_K)}, expected ({num_models - 1},)")
   if chunk < 1:
     raise ValueError(f"prefill_chunk must be >= 1, got {chunk}")
-
-
-def prefill(model: Model, params: PyTree, tokens_BxP: Array, valid_BxP: Array, cache,
-            chunk: int) -> tuple[Array, object]:
-  """Appends the prompt to `cache` `chunk` tokens at a time (a scan over whole chunks, then the
-  rest) with the adapter's apply; returns the logits after the last prompt token [B, V]."""
-  batch, length = tokens_BxP.shape
-  num_full, logits_BxV = length // chunk, None
-  if num_full:
-    split = lambda x: x[:, :num_full * chunk].reshape(batch, num_full, chunk).swapaxes(0, 1)
-
-    def body(cache, xs):
-      logits_BxLxV, cache = model.apply(params, xs[0], cache, xs[1])
-      return cache, logits_BxLxV[:, -1]
-
-    cache, last_CxBxV = jax.lax.scan(body, cache, (split(tokens_BxP), split(valid_BxP)))
-    logits_BxV = last_CxBxV[-1]
-  if length % chunk:
-    rest = slice(num_full * chunk, length)
-    logits_BxLxV, cache = model.apply(params, tokens_BxP[:, rest], cache, valid_BxP[:, rest])
-    logits_BxV = logits_BxLxV[:, -1]
-  return logits_BxV, cache
 
 
 def _log_softmax(logits_BxV: Array) -> Array:

@@ -227,19 +227,6 @@ def make_model(c: Gemma2Config, dtype=jnp.float32) -> Model:
                init=lambda key: init_params(c, key, dtype))
 
 
-def prefill(model: Model, params: PyTree, tokens_BxT: Array, valid_BxT: Array, cache,
-            chunk: int):
-  """Appends tokens_BxT to the cache `chunk` tokens at a time: one compiled step (plus one for a
-  shorter last chunk), attention memory chunk x cache length instead of T x cache length."""
-  step = jax.jit(model.apply)
-  logits = []
-  for start in range(0, tokens_BxT.shape[1], chunk):
-    out, cache = step(params, tokens_BxT[:, start:start + chunk], cache,
-                      valid_BxT[:, start:start + chunk])
-    logits.append(out)
-  return jnp.concatenate(logits, axis=1), cache
-
-
 def load(directory: str, *, dtype=jnp.float32, cache_dir: str | None = None,
          vocab_size: int | None = None) -> tuple[Model, PyTree]:
   """(model, params) from a local HF Gemma-2 directory (config.json, *.safetensors).

@@ -36,6 +36,33 @@ def forward(model: Model, params: PyTree, tokens_BxT: Array,
   return model.apply(params, tokens_BxT, None, valid_BxT)[0]
 
 
+def prefill(model: Model, params: PyTree, tokens_BxT: Array, valid_BxT: Array, cache,
+            chunk: int, *, all_logits: bool = False) -> tuple[Array, Any]:
+  """Appends tokens_BxT to `cache` `chunk` tokens at a time (a scan over whole chunks, then the
+  rest) with the adapter's apply: one compiled step, attention memory chunk x cache length
+  instead of T x cache length. Returns the logits after the last token [B, V] (or, with
+  `all_logits`, at every token [B, T, V]) and the cache."""
+  batch, length = tokens_BxT.shape
+  num_full, parts = length // chunk, []
+  if num_full:
+    split = lambda x: x[:, :num_full * chunk].reshape(batch, num_full, chunk).swapaxes(0, 1)
+
+    def body(cache, xs):
+      logits_BxLxV, cache = model.apply(params, xs[0], cache, xs[1])
+      return cache, logits_BxLxV if all_logits else logits_BxLxV[:, -1:]
+
+    cache, out_CxBxLxV = jax.lax.scan(body, cache, (split(tokens_BxT), split(valid_BxT)))
+    parts.append(jnp.concatenate(list(out_CxBxLxV), axis=1) if all_logits
+                 else out_CxBxLxV[-1])
+  if length % chunk:
+    rest = slice(num_full * chunk, length)
+    logits_BxLxV, cache = model.apply(params, tokens_BxT[:, rest], cache, valid_BxT[:, rest])
+    parts.append(logits_BxLxV if all_logits else logits_BxLxV[:, -1:])
+  if all_logits:
+    return jnp.concatenate(parts, axis=1), cache
+  return parts[-1][:, 0], cache
+
+
 def same_vocabulary(models) -> None:
   """ValueError unless every model has the same vocabulary and special ids (composition
   combines distributions over one vocabulary)."""
