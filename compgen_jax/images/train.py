@@ -18,6 +18,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import model as model_lib
 from compgen_jax.images import sampler, scenes, split
 from compgen_jax.training import state as state_lib
+from compgen_jax.training import step as step_lib
 from compgen_jax.types import ConfigError, NonFiniteError
 
 CHECKPOINT_DIR = "checkpoints"
@@ -101,9 +102,10 @@ def jitted_init(cfg: ml_collections.ConfigDict):
   return jax.jit(jax.vmap(functools.partial(init_run, cfg=cfg)))
 
 
-def init_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]):
-  return (run_keys(cfg, grid), jnp.asarray([r["coverage"] for r in grid], jnp.float32),
-          host_splits(cfg, grid))
+def init_inputs(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None):
+  """(keys, coverages, splits) for jitted_init; `splits` when the caller built them already."""
+  splits = host_splits(cfg, grid) if splits is None else splits
+  return run_keys(cfg, grid), jnp.asarray([r["coverage"] for r in grid], jnp.float32), splits
 
 
 def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
@@ -156,11 +158,6 @@ def train_step(state: ImageState, cfg: ml_collections.ConfigDict):
   return state.replace(step=state.step + 1, params=params, ema=ema, opt_state=opt_state), metrics
 
 
-def _finite(tree) -> jax.Array:
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-                            if jnp.issubdtype(x.dtype, jnp.floating)]))
-
-
 @state_lib.cache_by_config
 def make_chunk(cfg: ml_collections.ConfigDict):
   """jit(vmap over runs of scan over chunk_size steps), donating the state:
@@ -168,14 +165,15 @@ def make_chunk(cfg: ml_collections.ConfigDict):
   def one_run(state):
     state, metrics = jax.lax.scan(lambda s, _: train_step(s, cfg), state,
                                   length=cfg.train.chunk_size)
-    return state, metrics, _finite(state.params) & jnp.all(jnp.isfinite(metrics["train/loss"]))
+    finite = step_lib.all_finite(state.params) & jnp.all(jnp.isfinite(metrics["train/loss"]))
+    return state, metrics, finite
 
   return jax.jit(jax.vmap(one_run), donate_argnums=0)
 
 
-def run_info(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[dict]:
+def run_info(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None) -> list[dict]:
   """The grid with each run's numbers of training and held-out combinations."""
-  splits = host_splits(cfg, grid)
+  splits = host_splits(cfg, grid) if splits is None else splits
   return [{**run, "n_train": int(splits.n_train[r]), "n_ood": int(splits.n_ood[r])}
           for r, run in enumerate(grid)]
 
@@ -191,7 +189,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None =
   """Trains every run of `cfg` in `workdir`, resuming from its latest checkpoint; `stop_after`
   (a checkpoint step) ends early as a preemption would. Returns the last step's rows."""
   validate(cfg)
-  grid = run_info(cfg, run_grid(cfg))  # an impossible split fails here, before any file
+  splits = host_splits(cfg, run_grid(cfg))  # an impossible split fails here, before any file
+  grid = run_info(cfg, run_grid(cfg), splits)
   if stop_after is not None and stop_after % cfg.train.checkpoint_every:
     raise ConfigError("stop_after", f"must be a multiple of train.checkpoint_every "
                       f"({cfg.train.checkpoint_every}), got {stop_after}")
@@ -202,7 +201,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None =
   if checkpointing.available_steps(ckpt_dir):
     step, state = restore(cfg, workdir)
   else:
-    step, state = 0, jitted_init(cfg)(*init_inputs(cfg, grid))
+    step, state = 0, jitted_init(cfg)(*init_inputs(cfg, grid, splits))
   metric_writer.truncate_after(metrics_path, step)  # rows a killed attempt wrote after it
   writer = metric_writer.JsonlWriter(metrics_path)
   chunk = make_chunk(cfg)
