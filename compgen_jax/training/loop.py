@@ -130,7 +130,7 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
     finite = finite[:len(grid)]
     due = evaluators.due(cfg, step)  # each at its own evals.<name>.every; all at the last step
     if finite.all() and due:
-      last_eval = jax.tree.map(np.asarray, evaluate(state, bits_T, due))
+      last_eval = evaluate(state, bits_T, due)  # numpy already (sharding.fetched)
       for r, row in enumerate(rows[-len(grid):]):
         row.update({k: float(v[r]) for k, v in last_eval.items()})
     writer.write(rows)
