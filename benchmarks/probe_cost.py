@@ -15,7 +15,8 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from compgen_jax.evaluation import probes, standalone
+from compgen_jax import passes
+from compgen_jax.evaluation import probes
 from compgen_jax.training import loop, runs
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/hyperteacher.py:quick",
@@ -26,8 +27,8 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats of the jitted pass 
 
 def _states(cfg_flag, workdir):
   if workdir:
-    wd = standalone.open_workdir(workdir)
-    return wd.cfg, standalone.restore(wd, standalone.select_steps(wd, None, False)[0])
+    wd = passes.open_workdir(workdir)
+    return wd.cfg, passes.restore(wd, passes.select_steps(wd, None, False)[0])
   grid = runs.run_grid(cfg_flag)
   grid = runs.precompute_splits(cfg_flag, grid)
   return cfg_flag, loop.make_init(cfg_flag)(*runs.run_inputs(cfg_flag, grid))

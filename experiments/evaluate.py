@@ -9,9 +9,8 @@ Training artifacts are never modified. Exit status 2 with a message on a bad wor
 
 from absl import flags
 
-from compgen_jax import cli
+from compgen_jax import cli, passes
 from compgen_jax.analysis import report
-from compgen_jax.evaluation import standalone
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -27,14 +26,14 @@ def main(argv):
   del argv
   cli.quiet_logging()
   with cli.user_errors():
-    rows = standalone.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
+    rows = passes.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
                                        _EVALUATORS.value or None)
   keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
   print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
                                               for r in rows]))
-  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{standalone.EVAL_FILE}")
+  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{passes.EVAL_FILE}")
   if len({r["step"] for r in rows}) > 1:
-    print(f"OOD R^2 over checkpoints: {_WORKDIR.value}/{standalone.CURVE_FILE}")
+    print(f"OOD R^2 over checkpoints: {_WORKDIR.value}/{passes.CURVE_FILE}")
 
 
 if __name__ == "__main__":

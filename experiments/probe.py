@@ -9,9 +9,8 @@ other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad
 
 from absl import flags
 
-from compgen_jax import cli
+from compgen_jax import cli, passes
 from compgen_jax.analysis import report
-from compgen_jax.evaluation import standalone
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -23,9 +22,9 @@ def main(argv):
   del argv
   cli.quiet_logging()
   with cli.user_errors():
-    rows = standalone.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
-  print(report.table(*standalone.probe_table(rows)))
-  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{standalone.PROBE_FILE}")
+    rows = passes.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
+  print(report.table(*passes.probe_table(rows)))
+  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{passes.PROBE_FILE}")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from compgen_jax import metric_writer
-from compgen_jax.evaluation import standalone
+from compgen_jax import metric_writer, passes
 from compgen_jax.training import loop
 from compgen_jax.types import CheckpointError, ConfigError
 from tests.helpers import REPO, load_config
@@ -41,7 +40,7 @@ def _digests(path: str) -> dict:
 
 def test_standalone_reproduces_in_training_numbers_and_touches_nothing(workdir):
   before = _digests(workdir)
-  rows = standalone.evaluate_workdir(workdir, every=True)
+  rows = passes.evaluate_workdir(workdir, every=True)
   trained = {(r["step"], r["run"]): r for r in metric_writer.read_rows(
       os.path.join(workdir, loop.METRICS_FILE)) if "ood/r2" in r}
   assert sorted({r["step"] for r in rows}) == list(STEPS)
@@ -52,12 +51,12 @@ def test_standalone_reproduces_in_training_numbers_and_touches_nothing(workdir):
     assert "ood_h3/r2" in row and "ood/r2_q50" in row
   after = _digests(workdir)
   new = set(after) - set(before)
-  assert new == {standalone.EVAL_FILE, standalone.CURVE_FILE}
+  assert new == {passes.EVAL_FILE, passes.CURVE_FILE}
   assert {k: after[k] for k in before} == before
 
 
 def test_probe_rows_per_run_and_lambda(workdir):
-  rows = standalone.probe_workdir(workdir, step=50)
+  rows = passes.probe_workdir(workdir, step=50)
   assert [(r["step"], r["run"]) for r in rows] == [(50, 0), (50, 1)]
   assert rows[0]["z/input/id_r2"] > 0.95  # identity encoding: phi(z) = z
   for layer in ("dense_0", "dense_1", "readout"):
@@ -73,7 +72,7 @@ def _run(binary: str, *args: str) -> subprocess.CompletedProcess:
 def test_binaries_end_to_end(workdir, tmp_path):
   done = _run("evaluate.py", f"--workdir={workdir}", "--every", "--evaluators=id,ood")
   assert done.returncode == 0, done.stderr[-2000:]
-  assert "ood/r2" in done.stdout and os.path.exists(os.path.join(workdir, standalone.CURVE_FILE))
+  assert "ood/r2" in done.stdout and os.path.exists(os.path.join(workdir, passes.CURVE_FILE))
   done = _run("probe.py", f"--workdir={workdir}")
   assert done.returncode == 0, done.stderr[-2000:]
   assert "dense_0" in done.stdout
@@ -96,26 +95,26 @@ def _copy(workdir: str, tmp_path) -> str:
 
 def test_bad_workdirs_are_clear_errors(workdir, tmp_path):
   with pytest.raises(ConfigError, match="does not exist"):
-    standalone.evaluate_workdir(str(tmp_path / "missing"))
+    passes.evaluate_workdir(str(tmp_path / "missing"))
   os.makedirs(tmp_path / "empty")
   with pytest.raises(ConfigError, match="no config.json"):
-    standalone.probe_workdir(str(tmp_path / "empty"))
+    passes.probe_workdir(str(tmp_path / "empty"))
   bad = _copy(workdir, tmp_path)
   with open(os.path.join(bad, "config.json"), "w") as f:
     f.write("{not json")
   with pytest.raises(ConfigError, match="not valid JSON"):
-    standalone.evaluate_workdir(bad)
+    passes.evaluate_workdir(bad)
 
 
 def test_missing_steps_and_checkpoints_are_clear_errors(workdir, tmp_path):
   with pytest.raises(CheckpointError, match="available: \\[50, 100\\]"):
-    standalone.evaluate_workdir(workdir, step=75)
+    passes.evaluate_workdir(workdir, step=75)
   with pytest.raises(ConfigError, match="either a step or every"):
-    standalone.evaluate_workdir(workdir, step=50, every=True)
+    passes.evaluate_workdir(workdir, step=50, every=True)
   bare = _copy(workdir, tmp_path)
   shutil.rmtree(os.path.join(bare, loop.CHECKPOINT_DIR))
   with pytest.raises(CheckpointError, match="no checkpoint found"):
-    standalone.probe_workdir(bare)
+    passes.probe_workdir(bare)
 
 
 def test_corrupt_checkpoint_is_a_clear_error(workdir, tmp_path):
@@ -126,7 +125,7 @@ def test_corrupt_checkpoint_is_a_clear_error(workdir, tmp_path):
         with open(os.path.join(root, name), "wb") as f:
           f.write(b"garbage")
   with pytest.raises(CheckpointError, match="step 100"):
-    standalone.evaluate_workdir(bad, names=("id",))
+    passes.evaluate_workdir(bad, names=("id",))
 
 
 def test_checkpoint_of_an_incompatible_config_is_a_clear_error(workdir, tmp_path):
@@ -138,7 +137,7 @@ def test_checkpoint_of_an_incompatible_config_is_a_clear_error(workdir, tmp_path
   with open(path, "w") as f:
     json.dump(cfg, f)
   with pytest.raises(CheckpointError, match="incompatible config|does not match"):
-    standalone.evaluate_workdir(bad, names=("id",))
+    passes.evaluate_workdir(bad, names=("id",))
 
 
 def test_workdir_from_an_earlier_version_gets_todays_defaults(workdir, tmp_path):
@@ -149,7 +148,7 @@ def test_workdir_from_an_earlier_version_gets_todays_defaults(workdir, tmp_path)
   del cfg["probe"], cfg["encoding"]["keep_zeros"]
   with open(path, "w") as f:
     json.dump(cfg, f)
-  wd = standalone.open_workdir(old)
+  wd = passes.open_workdir(old)
   assert wd.cfg.encoding.keep_zeros is False and tuple(wd.cfg.probe.lambdas) == (1.0,)
   with open(path) as f:
     assert "probe" not in json.load(f)  # config.json itself is left alone
@@ -169,7 +168,7 @@ def test_config_json_of_the_old_schema_is_still_evaluated(workdir, tmp_path):
   cfg["probe"].update(hotness_above=1, quantiles=[0.5])
   with open(path, "w") as f:
     json.dump(cfg, f)
-  rows = standalone.evaluate_workdir(old, step=100)
+  rows = passes.evaluate_workdir(old, step=100)
   trained = {r["run"]: r for r in metric_writer.read_rows(os.path.join(old, loop.METRICS_FILE))
              if r["step"] == 100 and "ood/r2" in r}
   for row in rows:

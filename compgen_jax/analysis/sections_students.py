@@ -7,11 +7,11 @@ import os
 
 import jax
 
+from compgen_jax import passes
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, figures, paper, sections_data
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
-from compgen_jax.evaluation import standalone
 from compgen_jax.run_state import dims, vocab_size
 from compgen_jax.students import registry as students
 
@@ -22,7 +22,7 @@ MATCHED = 0.05  # parameter counts within this relative difference count as matc
 def num_params(workdir: str) -> int:
   """Parameters of the student a workdir trains (from config.json, nothing is allocated)."""
   cfg = workdir_lib.load_config(workdir)
-  standalone.fill_missing(cfg)
+  passes.fill_missing(cfg)
   enc_dim, x_dim, out_dim, _ = dims(cfg)
   shapes = jax.eval_shape(lambda key: students.init_params(
       cfg.student, key, enc_dim, x_dim, out_dim, vocab_size(cfg)), jax.random.key(0))

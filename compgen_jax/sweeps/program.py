@@ -12,14 +12,13 @@ import time
 
 import jax
 
-from compgen_jax import checkpointing, metric_writer
-from compgen_jax.evaluation import standalone
+from compgen_jax import checkpointing, metric_writer, passes
 from compgen_jax.sweeps.spec import REPO, Program
 from compgen_jax.training import loop
 
 # stage -> (binary in experiments/, the file its rows go to, extra flags)
-FOLLOW_UPS = {"probe": ("probe.py", standalone.PROBE_FILE, ()),
-              "evaluate": ("evaluate.py", standalone.EVAL_FILE, ("--every",))}
+FOLLOW_UPS = {"probe": ("probe.py", passes.PROBE_FILE, ()),
+              "evaluate": ("evaluate.py", passes.EVAL_FILE, ("--every",))}
 
 
 def host_only() -> None:

@@ -1,7 +1,9 @@
 """Evaluators and probes as standalone passes over a workdir's saved checkpoints.
 
-They read config.json and checkpoints/ and only append to eval.jsonl / probes.jsonl (and write the
-eval curve PNG); training artifacts are never modified.
+It sits above training/ and evaluation/ (it restores against the training state's shapes and
+runs the evaluation registry), so evaluation/ never imports training/. The passes read
+config.json and checkpoints/ and only append to eval.jsonl / probes.jsonl (and write the eval
+curve PNG); training artifacts are never modified.
 """
 
 import os
