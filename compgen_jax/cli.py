@@ -7,9 +7,9 @@ import sys
 
 from absl import app, flags, logging
 
-from compgen_jax.types import CheckpointError, ConfigError, NonFiniteError
+from compgen_jax.types import CheckpointError, ConfigError, DataError, NonFiniteError
 
-USER_ERRORS = (ConfigError, CheckpointError, NonFiniteError)
+USER_ERRORS = (ConfigError, CheckpointError, DataError, NonFiniteError)
 
 
 @contextlib.contextmanager

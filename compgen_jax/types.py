@@ -29,5 +29,9 @@ class CheckpointError(RuntimeError):
   """A checkpoint is missing, corrupt or from an incompatible config."""
 
 
+class DataError(ValueError):
+  """A data file (e.g. a local benchmark jsonl) is missing or malformed; the message names it."""
+
+
 class NonFiniteError(RuntimeError):
   """Training produced a non-finite loss or parameters."""
