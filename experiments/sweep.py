@@ -57,6 +57,10 @@ _TIME = flags.DEFINE_integer("slurm_time", 720, "Time limit per job, minutes.", 
 _GPUS = flags.DEFINE_integer("slurm_gpus", 1, "GPUs per job.", lower_bound=0)
 _CPUS = flags.DEFINE_integer("slurm_cpus", None, "CPUs per job (default: the cluster's).")
 _MEM = flags.DEFINE_integer("slurm_mem_gb", None, "Memory per job, GB (default: the cluster's).")
+_NODES = flags.DEFINE_integer("slurm_nodes", 1, "Nodes per program: above 1 each program is "
+                              "one multi-host job (one task per node; training gets "
+                              "--distributed and shards its runs over every node's devices).",
+                              lower_bound=1)
 _ARRAY = flags.DEFINE_integer("slurm_array_parallelism", None, "Jobs of the array running at "
                               "once (default: submitit's).")
 flags.mark_flags_as_required(["config", "sweep_dir"])
@@ -74,7 +78,7 @@ def main(argv):
     return
   program_lib.host_only()
   options = slurm.Options(_PARTITION.value, _TIME.value, _GPUS.value, _CPUS.value, _MEM.value,
-                          _ARRAY.value)
+                          _ARRAY.value, _NODES.value)
   with cli.user_errors():
     failures = launch.run_sweep(_CONFIG.value, _SWEEP_DIR.value, _LAUNCHER.value,
                                 _PARALLEL.value, _DRY_RUN.value, _PROBE.value, _EVALUATE.value,

@@ -249,3 +249,47 @@ def test_estimate_from_a_rates_file_skips_timing(tmp_path):
   for name, rate in rates.items():  # hours = steps / rate; 100 steps each
     assert float(rows[name][-2]) == pytest.approx(100 / rate / 3600, rel=1e-3)
   assert not os.path.exists(tmp_path / "s")
+
+
+def test_multi_node_programs_train_distributed_and_only_task_0_runs_passes(monkeypatch):
+  """--slurm_nodes > 1: every task trains with --distributed (each logging to its own file);
+  only task 0 probes / evaluates; the job's outcome is the first failed task's."""
+  program = spec.Program("p", {}, "/w", ("python", "experiments/train.py"), "/w/log", 10)
+  assert program_lib.stage_command(program, "train", distributed=True)[-1] == "--distributed"
+  assert "--distributed" not in program_lib.stage_command(program, "evaluate", distributed=True)
+  calls = []
+  monkeypatch.setattr(slurm.program_lib, "run",
+                      lambda p, probe, evaluate, distributed=False: calls.append(
+                          (p.log, probe, evaluate, distributed)) or {"status": "done"})
+  monkeypatch.setattr(slurm.program_lib, "host_only", lambda: None)
+  for rank in (0, 1):
+    monkeypatch.setattr(slurm.submitit, "JobEnvironment",
+                        lambda rank=rank: type("Env", (), {"global_rank": rank})())
+    slurm.ProgramJob(program, True, True, nodes=2)()
+  slurm.ProgramJob(program, True, False)()
+  assert calls == [("/w/log", True, True, True), ("/w/log.task1", False, False, True),
+                   ("/w/log", True, False, False)]
+
+  class Job:
+    def results(self):
+      return [{"status": "done"}, {"status": "failed", "error": "task 1"}]
+
+  assert slurm._outcome(Job(), program)["error"] == "task 1"
+
+
+def test_multi_node_needs_slurm_and_sets_the_job_shape(sweep_file, tmp_path, monkeypatch):
+  for launcher in ("local", "submitit_local"):
+    with pytest.raises(ConfigError, match="slurm_nodes"):
+      launch.run_sweep(f"{sweep_file}:one", str(tmp_path / "s"), launcher,
+                       slurm_options=slurm.Options(nodes=2))
+  assert not (tmp_path / "s").exists()
+  bin_dir = tmp_path / "bin"  # submitit's SLURM executor only checks that srun exists
+  bin_dir.mkdir()
+  (bin_dir / "srun").write_text("#!/bin/sh\n")
+  (bin_dir / "srun").chmod(0o755)
+  monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+  sweep = spec.load(f"{sweep_file}:one", str(tmp_path / "s"))
+  params = slurm.executor(sweep, "slurm", slurm.Options(nodes=2))._executor.parameters
+  assert (params["nodes"], params["ntasks_per_node"]) == (2, 1)
+  params = slurm.executor(sweep, "slurm", slurm.Options())._executor.parameters
+  assert params.get("nodes", 1) == 1

@@ -52,6 +52,9 @@ def run_sweep(spec: str, sweep_dir: str, launcher: str = "local", parallel: int 
   if parallel < 1 or (parallel > 1 and launcher != "local"):
     raise ConfigError("parallel", f"must be >= 1, and 1 unless the launcher is local (SLURM: "
                       f"slurm_array_parallelism), got {parallel} with {launcher}")
+  if slurm_options is not None and slurm_options.nodes > 1 and launcher != "slurm":
+    raise ConfigError("slurm_nodes", f"{slurm_options.nodes} nodes per program need the slurm "
+                      f"launcher, not {launcher}")
   sweep = spec_lib.load(spec, sweep_dir)
   if dry:
     dry_run(sweep)

@@ -48,10 +48,11 @@ def pending_stages(program: Program, probe: bool = False, evaluate: bool = False
   return stages
 
 
-def stage_command(program: Program, stage: str) -> tuple[str, ...]:
-  """The command line of a stage (run from the repository root)."""
+def stage_command(program: Program, stage: str, distributed: bool = False) -> tuple[str, ...]:
+  """The command line of a stage (run from the repository root); `distributed`: training joins
+  a multi-host job (cli's --distributed)."""
   if stage == "train":
-    return program.command
+    return program.command + (("--distributed",) if distributed else ())
   binary, _, extra = FOLLOW_UPS[stage]
   return (program.command[0], os.path.join("experiments", binary),
           f"--workdir={program.workdir}", *extra)
@@ -64,14 +65,15 @@ def outcome(status: str, exit_code: int | None, stage: str | None, wall_s: float
           "wall_s": None if wall_s is None else round(wall_s, 2), "log": log, "error": error}
 
 
-def run(program: Program, probe: bool = False, evaluate: bool = False) -> dict:
+def run(program: Program, probe: bool = False, evaluate: bool = False,
+        distributed: bool = False) -> dict:
   """Runs the program's pending stages in order, appending their output to program.log; stops
   at the first that fails. Returns its `outcome`."""
   start = time.monotonic()
   os.makedirs(os.path.dirname(program.log), exist_ok=True)
   with open(program.log, "a") as log:
     for stage in pending_stages(program, probe, evaluate):
-      command = stage_command(program, stage)
+      command = stage_command(program, stage, distributed)
       now = datetime.datetime.now().isoformat(timespec="seconds")
       log.write(f"### {now} {stage}: {shlex.join(command)}\n")
       log.flush()

@@ -28,17 +28,29 @@ class Options(NamedTuple):
   cpus: int | None = None
   mem_gb: int | None = None
   array_parallelism: int | None = None
+  nodes: int = 1  # > 1: each program is one multi-host job (one task per node, --distributed)
 
 
 class ProgramJob(submitit.helpers.Checkpointable):
-  """One program as a submitit job: program.run on the node (requeued as is on preemption)."""
+  """One program as a submitit job: program.run on the node (requeued as is on preemption).
 
-  def __init__(self, program: Program, probe: bool, evaluate: bool):
-    self.program, self.probe, self.evaluate = program, probe, evaluate
+  With several nodes every task runs the program's training with --distributed (JAX reads the
+  job from SLURM's variables, which the training subprocess inherits); only task 0 then runs
+  the probe / evaluate passes, which read the checkpoints on one host.
+  """
+
+  def __init__(self, program: Program, probe: bool, evaluate: bool, nodes: int = 1):
+    self.program, self.probe, self.evaluate, self.nodes = program, probe, evaluate, nodes
 
   def __call__(self) -> dict:
     program_lib.host_only()
-    return program_lib.run(self.program, self.probe, self.evaluate)
+    if self.nodes == 1:
+      return program_lib.run(self.program, self.probe, self.evaluate)
+    rank = submitit.JobEnvironment().global_rank
+    program = self.program if rank == 0 else self.program._replace(
+        log=f"{self.program.log}.task{rank}")  # each task logs to its own file
+    return program_lib.run(program, self.probe and rank == 0, self.evaluate and rank == 0,
+                           distributed=True)
 
 
 def executor(sweep: Sweep, cluster: str, options: Options) -> submitit.AutoExecutor:
@@ -48,6 +60,8 @@ def executor(sweep: Sweep, cluster: str, options: Options) -> submitit.AutoExecu
                        gpus_per_node=options.gpus, cpus_per_task=options.cpus,
                        mem_gb=options.mem_gb, slurm_partition=options.partition,
                        slurm_array_parallelism=options.array_parallelism)
+  if options.nodes > 1:
+    ex.update_parameters(nodes=options.nodes, tasks_per_node=1)
   return ex
 
 
@@ -61,8 +75,10 @@ def still_queued(sweep_dir: str, job_id: str | None):
 
 
 def _outcome(job, program: Program) -> dict:
+  """Task 0's outcome, or the first failed task's (a multi-host job)."""
   try:
-    return job.result()
+    results = job.results()
+    return next((r for r in results if r["status"] != "done"), results[0])
   except Exception as e:  # noqa: BLE001 - the job died (killed, timed out, node failure)
     error = str(e).strip().splitlines()[-1:] or [type(e).__name__]
     return program_lib.outcome("failed", None, "job", None, program.log, error[0][:300])
@@ -82,7 +98,7 @@ def run(sweep: Sweep, to_run: list[Program], launcher: str, options: Options, pr
   if new:
     ex = executor(sweep, cluster, options)
     with ex.batch():
-      submitted = [ex.submit(ProgramJob(p, probe, evaluate)) for p in new]
+      submitted = [ex.submit(ProgramJob(p, probe, evaluate, options.nodes)) for p in new]
     jobs.update({p.name: job for p, job in zip(new, submitted, strict=True)})
   for name, job in jobs.items():
     index.submitted(name, str(job.job_id))
