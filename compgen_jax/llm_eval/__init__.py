@@ -1,0 +1,1 @@
+"""Offline scoring of generated completions on GSM8K, MATH, HumanEval+ and MBPP+."""

@@ -1,0 +1,249 @@
+"""HumanEval+ and MBPP+ scored the way evalplus does it, with our own sanitiser and sandbox.
+
+The model continues problem["prompt"]; the program is sanitise(prompt + completion): trailing
+lines dropped until it parses, then the imports and the definitions the entry point reaches. The
+reference program's outputs on base_input and plus_input (computed through the same sandbox, so
+both sides are encoded alike) are the expected values. `base` passes if every base input matches,
+`plus` (the paper's pass@1) if base and every plus input do.
+"""
+
+import ast
+import hashlib
+import json
+import math
+import os
+import warnings
+
+import ml_collections
+
+from compgen_jax.llm_eval import base, sandbox
+from compgen_jax.llm_eval import evalplus_special as special
+from compgen_jax.llm_eval.base import Benchmark, Problem
+from compgen_jax.types import DataError
+
+# Each stop string starts a top-level statement that sanitise() drops (a test call, a print, an
+# assert, a __main__ block or a main() nothing reaches), so stopping there never changes the
+# score of a program that defines its helpers before testing them (evalplus's own stops, minus
+# "\ndef "/"\nclass "/"\nimport ", which could cut helpers defined after the entry point).
+STOP_STRINGS = ("\nif __name__", "\ndef main(", "\nprint(", "\nassert ")
+FLOAT_ATOL = 1e-6  # evalplus: the tolerance for float outputs when the problem's atol is 0
+RTOL = 1e-7  # np.testing.assert_allclose's default, which evalplus uses
+_FIELDS = {"task_id": str, "prompt": str, "entry_point": str, "canonical_solution": str,
+           "base_input": list, "plus_input": list}
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def default_settings() -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(dict(path="", limit=0, timeout_s=10.0, workers=2,
+                                        memory_mb=2048))
+
+
+def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
+  base.check_known(settings, prefix, default_settings())
+  base.check_int(settings, prefix, "limit", 0)
+  base.check_positive(settings, prefix, "timeout_s")
+  base.check_int(settings, prefix, "workers", 1)
+  base.check_int(settings, prefix, "memory_mb", 64)
+  base.check_file(settings, prefix, "path")
+
+
+def _parse(program: str) -> ast.Module:
+  with warnings.catch_warnings():  # e.g. invalid escape sequences in generated strings
+    warnings.simplefilter("ignore")
+    return ast.parse(program)
+
+
+def _defines(program: str, name: str) -> bool:
+  try:
+    body = _parse(program).body
+  except (SyntaxError, ValueError):
+    return False
+  return any(isinstance(node, _DEFINITIONS) and node.name == name for node in body)
+
+
+def load(settings: ml_collections.ConfigDict, dataset: str) -> list[Problem]:
+  """Problems whose target holds the entry point, the reference program, the inputs, atol and
+  evalplus's special handling of the task (dataset: "humaneval" or "mbpp")."""
+  problems = []
+  for index, r in base.read_jsonl(settings.path, _FIELDS):
+    where = f"{settings.path}:{index + 1}"
+    atol = r.get("atol", 0)
+    if not isinstance(atol, int | float) or isinstance(atol, bool) or not atol >= 0:
+      raise DataError(f"{where}: field 'atol' must be a number >= 0, got {atol!r}")
+    # HumanEval's canonical_solution is a body for the prompt's signature, MBPP+'s a program.
+    reference = r["prompt"] + r["canonical_solution"]
+    if not _defines(reference, r["entry_point"]):
+      reference = r["canonical_solution"]
+    if not _defines(reference, r["entry_point"]):
+      raise DataError(f"{where}: canonical_solution does not define {r['entry_point']!r}")
+    problems.append(Problem(r["task_id"], r["prompt"], dict(
+        entry_point=r["entry_point"], reference=reference, base_input=r["base_input"],
+        plus_input=r["plus_input"], atol=atol,
+        convert=special.conversion(dataset, r["task_id"]),
+        oracle=special.oracle(dataset, r["entry_point"]))))
+  return base.limited(problems, settings)
+
+
+def sanitize(code: str, entry_point: str) -> str:
+  """The imports and the top-level definitions (functions, classes, assignments) that
+  entry_point reaches, after dropping trailing lines until the code parses (a generation cut
+  mid-statement) and markdown fence lines. Top-level calls, prints, asserts and `if` blocks go.
+  Like evalplus, the first definition of a name wins; unlike it, a function without `return` is
+  kept."""
+  # Markdown fences would hide everything after them from the parse; evalplus finds the longest
+  # parseable block of lines instead, at O(lines^2) parses.
+  lines = [line for line in code.splitlines() if not line.startswith("```")]
+  while True:
+    try:
+      tree = _parse("\n".join(lines))
+      break
+    except (SyntaxError, ValueError):  # ValueError: a NUL byte
+      lines.pop()  # the empty program parses, so this ends
+  imports, definitions = [], {}
+  for node in tree.body:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+      imports.append(node)
+    elif isinstance(node, _DEFINITIONS):
+      definitions.setdefault(node.name, node)
+    elif (isinstance(node, ast.Assign) and len(node.targets) == 1
+          or isinstance(node, ast.AnnAssign) and node.value is not None):
+      target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+      if isinstance(target, ast.Name):
+        definitions.setdefault(target.id, node)
+  reached, todo = set(), [entry_point]
+  while todo:
+    name = todo.pop()
+    if name in definitions and name not in reached:
+      reached.add(name)
+      todo.extend(n.id for n in ast.walk(definitions[name]) if isinstance(n, ast.Name))
+  kept = sorted((definitions[name] for name in reached), key=lambda node: node.lineno)
+  return "\n".join("\n".join(lines[_first_line(node) - 1:node.end_lineno])
+                   for node in imports + kept)
+
+
+def _first_line(node: ast.stmt) -> int:
+  return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
+def _is_number(x) -> bool:
+  return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _is_floats(x) -> bool:
+  return isinstance(x, float) or isinstance(x, list) and all(isinstance(v, float) for v in x)
+
+
+def _close(out, expected, atol: float) -> bool:
+  """np.testing.assert_allclose's test, element-wise through lists (NaN equals NaN there)."""
+  if _is_number(out) and _is_number(expected):
+    if math.isnan(out) and math.isnan(expected):
+      return True
+    return abs(out - expected) <= atol + RTOL * abs(expected)
+  if isinstance(out, list) and isinstance(expected, list):
+    return len(out) == len(expected) and all(map(_close, out, expected, [atol] * len(out)))
+  return out == expected
+
+
+def matches(out, expected, atol: float, args: list, oracle: str | None = None) -> bool:
+  """evalplus's check of one output (both sides sandbox.encode()d): equality or the task's
+  special oracle, else closeness within atol (at least FLOAT_ATOL for float outputs)."""
+  try:
+    if oracle == "poly_root":
+      return special.poly_root(out, args, atol)
+    exact = out == expected
+    if oracle is not None:
+      exact = special.judge(oracle, exact, out, expected, args, atol)
+  except (TypeError, ValueError, ArithmeticError, IndexError, KeyError):
+    return False  # evalplus: any exception in the check fails the input
+  if exact:
+    return True
+  if atol == 0 and _is_floats(expected):
+    atol = FLOAT_ATOL
+  return atol != 0 and _close(out, expected, atol)
+
+
+def _judge(result: sandbox.Result, expected: list, target: dict) -> dict:
+  """pass / fail / error / timeout, and base and plus, from a candidate's sandbox result."""
+  inputs, num_base = target["base_input"] + target["plus_input"], len(target["base_input"])
+  good = [matches(out, exp, target["atol"], args, target["oracle"])
+          for out, exp, args in zip(result.outputs, expected, inputs, strict=False)]
+  bad = good.index(False) if False in good else len(good)
+  base_ok, plus_ok = bad >= num_base, bad == len(inputs)
+  if plus_ok:
+    return dict(status="pass", base=True, plus=True, message=None)
+  split, at = ("base", bad) if bad < num_base else ("plus", bad - num_base)
+  if bad < len(good):
+    message = (f"{split} input {at}: got {json.dumps(result.outputs[bad])[:100]}, expected "
+               f"{json.dumps(expected[bad])[:100]}")
+    return dict(status="fail", base=base_ok, plus=False, message=message)
+  message = f"{split} input {at}: {result.message}"
+  return dict(status=result.status if result.status != "ok" else "error", base=base_ok,
+              plus=False, message=message)
+
+
+def _expected(problems, settings, cache_path: str | None) -> dict:
+  """{problem id: reference outputs, or a sandbox.Result if the reference failed}, from the
+  JSON cache where its key (a hash of the reference and inputs) matches."""
+  keys = {p.id: hashlib.sha256(json.dumps(p.target, sort_keys=True).encode()).hexdigest()
+          for p in problems}
+  cache = {}
+  if cache_path and os.path.exists(cache_path):
+    with open(cache_path, encoding="utf-8") as f:
+      try:
+        cache = json.load(f)
+      except ValueError:
+        pass  # a cut-off cache is recomputed
+  todo = [p for p in problems if keys[p.id] not in cache]
+  jobs = [_job(p.target["reference"], p.target) for p in todo]
+  out = {p.id: cache[keys[p.id]] for p in problems if keys[p.id] in cache}
+  for problem, result in zip(todo, _run(jobs, settings), strict=True):
+    out[problem.id] = result.outputs if result.status == "ok" else result
+    if result.status == "ok":
+      cache[keys[problem.id]] = result.outputs
+  if cache_path and todo:
+    os.makedirs(os.path.dirname(cache_path) or ".", exist_ok=True)
+    scratch = f"{cache_path}.{os.getpid()}.tmp"
+    with open(scratch, "w", encoding="utf-8") as f:
+      json.dump(cache, f)
+    os.replace(scratch, cache_path)
+  return out
+
+
+def _job(program: str, target: dict) -> sandbox.Job:
+  program, entry_point = special.wrap(program, target["entry_point"], target["convert"])
+  return sandbox.Job(program, entry_point, target["base_input"] + target["plus_input"])
+
+
+def _run(jobs: list[sandbox.Job], settings) -> list[sandbox.Result]:
+  return sandbox.run_many(jobs, float(settings.timeout_s), settings.memory_mb, settings.workers)
+
+
+def make(name: str, dataset: str) -> Benchmark:
+  """The HumanEval+ or MBPP+ benchmark: same protocol, different data and special cases."""
+
+  def score(problems: list[Problem], completions: list[str], settings: ml_collections.ConfigDict,
+            cache_dir: str | None) -> list[dict]:
+    """Per problem: "correct" (= plus), base, plus, status, message, "extracted" (the program)."""
+    cache_path = os.path.join(cache_dir, f"{name}_expected.json") if cache_dir else None
+    expected = _expected(problems, settings, cache_path)
+    programs = [sanitize(p.prompt + c, p.target["entry_point"])
+                for p, c in zip(problems, completions, strict=True)]
+    results = _run([_job(program, p.target)
+                    for p, program in zip(problems, programs, strict=True)], settings)
+    out = []
+    for problem, program, result in zip(problems, programs, results, strict=True):
+      reference = expected[problem.id]
+      if isinstance(reference, sandbox.Result):
+        verdict = dict(status="error", base=False, plus=False,
+                       message=f"reference solution: {reference.message}")
+      else:
+        verdict = _judge(result, reference, problem.target)
+      out.append(dict(correct=verdict["plus"], extracted=program, **verdict))
+    return out
+
+  return Benchmark(name, default_settings, validate, lambda settings: load(settings, dataset),
+                   STOP_STRINGS, score, headline="pass@1 (plus)")
+
+
+HUMANEVAL_PLUS = make("humaneval_plus", "humaneval")
+MBPP_PLUS = make("mbpp_plus", "mbpp")

@@ -1,0 +1,99 @@
+"""GSM8K as lm-eval-harness's `gsm8k` task scores it (the paper's protocol).
+
+Prompt: the first `num_fewshot` train examples as "Question: q\\nAnswer: a", joined by blank lines,
+then the test question. Metric: exact match after lm-eval's regexes_to_ignore, with the answer
+taken by 'flexible-extract' (the last number in the completion; the paper's headline) and by
+'strict-match' (the first "#### n").
+"""
+
+import re
+
+import ml_collections
+
+from compgen_jax.llm_eval import base
+from compgen_jax.llm_eval.base import Benchmark, Problem
+from compgen_jax.types import DataError
+
+# lm-eval gsm8k.yaml: filters and metric settings, verbatim.
+FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
+STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
+IGNORE = (",", r"\$", r"(?s).*#### ", r"\.$")
+STOP_STRINGS = ("Question:", "</s>", "<|im_end|>")
+_FIELDS = {"question": str, "answer": str}
+
+
+def default_settings() -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(dict(path="", fewshot_path="", num_fewshot=8, limit=0))
+
+
+def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
+  """Settings checks and file existence, without reading the files."""
+  base.check_known(settings, prefix, default_settings())
+  base.check_int(settings, prefix, "num_fewshot", 0)
+  base.check_int(settings, prefix, "limit", 0)
+  base.check_file(settings, prefix, "path")
+  if settings.num_fewshot:
+    base.check_file(settings, prefix, "fewshot_path")
+
+
+def normalize(text: str) -> str:
+  """lm-eval's exact_match preprocessing: drop each regex of IGNORE, then lowercase."""
+  for pattern in IGNORE:
+    text = re.sub(pattern, "", text)
+  return text.lower()
+
+
+def extract_flexible(completion: str) -> str | None:
+  """The last match of FLEXIBLE (lm-eval group_select=-1: its first non-empty group)."""
+  matches = FLEXIBLE.findall(completion)
+  if not matches:
+    return None
+  groups = [g for g in matches[-1] if g]
+  return groups[0].strip() if groups else None
+
+
+def extract_strict(completion: str) -> str | None:
+  """The first "#### <number>" (lm-eval group_select=0)."""
+  matches = STRICT.findall(completion)
+  return matches[0].strip() if matches else None
+
+
+def prompt(question: str, shots: list[dict]) -> str:
+  parts = [f"Question: {s['question']}\nAnswer: {s['answer']}" for s in shots]
+  return "\n\n".join(parts + [f"Question: {question}\nAnswer:"])
+
+
+def load(settings: ml_collections.ConfigDict) -> list[Problem]:
+  shots = []
+  if settings.num_fewshot:
+    train = base.read_jsonl(settings.fewshot_path, _FIELDS)
+    if len(train) < settings.num_fewshot:
+      raise DataError(f"{settings.fewshot_path}: {len(train)} examples, fewer than "
+                      f"num_fewshot={settings.num_fewshot}")
+    shots = [record for _, record in train[:settings.num_fewshot]]
+  problems = []
+  for index, record in base.read_jsonl(settings.path, _FIELDS):
+    if "#### " not in record["answer"]:
+      raise DataError(f"{settings.path}:{index + 1}: field 'answer' lacks '#### <number>'")
+    problems.append(Problem(str(index), prompt(record["question"], shots),
+                            {"gold": normalize(record["answer"])}))
+  return base.limited(problems, settings)
+
+
+def score(problems: list[Problem], completions: list[str], settings: ml_collections.ConfigDict,
+          cache_dir: str | None) -> list[dict]:
+  """Per problem: flexible-extract ("correct", "extracted") and strict-match fields."""
+  del settings, cache_dir  # nothing to tune or cache
+  out = []
+  for problem, completion in zip(problems, completions, strict=True):
+    gold = problem.target["gold"]
+    flexible, strict = extract_flexible(completion), extract_strict(completion)
+    out.append(dict(
+        correct=flexible is not None and normalize(flexible) == gold, extracted=flexible,
+        correct_strict=strict is not None and normalize(strict) == gold, extracted_strict=strict,
+        gold=gold))
+  return out
+
+
+BENCHMARK = Benchmark("gsm8k", default_settings, validate, load, STOP_STRINGS, score,
+                      headline="flexible-extract accuracy")
