@@ -1,0 +1,99 @@
+"""Prompts in, completions out: tokenizing, batching with left padding, composed generation
+(`composition.generate`) and per-completion diagnostics.
+
+Prompts are sorted by length and batched; each batch is left-padded to a multiple of `pad_to`
+tokens and filled to `batch_size` rows (fillers have budget 0), so a whole benchmark compiles a
+handful of programs. Stop strings end a row early when their tokens appear (a best-effort
+shortcut: the text is cut at the first stop string afterwards anyway, which decides).
+"""
+
+from collections.abc import Iterator, Sequence
+
+import jax
+import ml_collections
+import numpy as np
+
+from compgen_jax import rng
+from compgen_jax.composition import generate
+from compgen_jax.llm_eval.benchmarks import truncate
+from compgen_jax.lm.model import Model
+from compgen_jax.types import PyTree
+
+
+def encode(sp, bos_id: int, prompt: str) -> list[int]:
+  return [bos_id] + list(sp.encode(prompt))
+
+
+def batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+  """Indices grouped into batches of similar length (longest first: the worst compile and
+  memory peak come at once)."""
+  order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+  return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def left_pad(seqs: list[list[int]], pad_id: int, pad_to: int, rows: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+  """[rows, P] tokens and validity, P the longest rounded up to `pad_to`; missing rows repeat
+  the last sequence (their budget is 0)."""
+  length = -(-max(len(s) for s in seqs) // pad_to) * pad_to
+  seqs = list(seqs) + [seqs[-1]] * (rows - len(seqs))
+  tokens = np.full((rows, length), pad_id, np.int32)
+  valid = np.zeros((rows, length), bool)
+  for i, s in enumerate(seqs):
+    tokens[i, length - len(s):] = s
+    valid[i, length - len(s):] = True
+  return tokens, valid
+
+
+def stop_tokens(sp, stop_strings: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+  """Stop strings as token sequences (as the tokenizer writes them on their own)."""
+  return tuple(tuple(sp.encode(s)) for s in stop_strings if sp.encode(s))
+
+
+def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
+                prompts: list[str], stop_strings: Sequence[str],
+                gen: ml_collections.ConfigDict, compose: ml_collections.ConfigDict,
+                seed: int = 0) -> Iterator[tuple[list[int], list[dict]]]:
+  """Yields (prompt indices, rows) per batch: each row the completion cut at the first stop
+  string, its raw text, token count, finish reason and the composition diagnostics."""
+  model = models[0]
+  encoded = [encode(sp, model.bos_id, p) for p in prompts]
+  stops = stop_tokens(sp, stop_strings)
+  composed = len(models) > 1
+  lam = None
+  if composed and not compose.authors:
+    lam = np.asarray(compose.lam or [1.0] * (len(models) - 1), np.float32)
+  for b, idx in enumerate(batches([len(e) for e in encoded], gen.batch_size)):
+    tokens, valid = left_pad([encoded[i] for i in idx], model.pad_id, gen.pad_to,
+                             gen.batch_size)
+    budget = np.zeros(gen.batch_size, np.int32)
+    budget[:len(idx)] = gen.max_new_tokens
+    key = None if gen.greedy else jax.random.fold_in(rng.run_key(seed, 0), b)
+    out = generate.generate(
+        models, params, tokens, valid, budget, stop_sequences=stops, lam_K=lam,
+        temperature=gen.temperature, greedy=gen.greedy, key=key,
+        authors=composed and compose.authors, prefill_chunk=gen.prefill_chunk,
+        kl_threshold=compose.kl_threshold, max_new_tokens=gen.max_new_tokens)
+    yield idx, _rows(jax.device_get(out), sp, model.eos_id, stop_strings, len(idx), composed)
+
+
+def _rows(out: generate.Generated, sp, eos_id: int, stop_strings, num: int,
+          composed: bool) -> list[dict]:
+  rows = []
+  for r in range(num):
+    n = int(out.lengths_B[r])
+    ids = [int(t) for t in out.tokens_BxN[r, :n] if int(t) != eos_id]
+    raw = sp.decode(ids)
+    row = {"completion": truncate(raw, stop_strings), "raw": raw, "num_tokens": n,
+           "finish": generate.REASONS[int(out.reason_B[r])],
+           "sum_p_eos": float(out.p_eos_BxN[r, :n].sum())}
+    if composed:
+      act = out.active_BxNxK[r, :n].astype(np.float64)
+      row.update(
+          sum_abs_log_z=float(np.abs(out.log_z_BxN[r, :n]).sum()),
+          max_abs_log_z=float(np.abs(out.log_z_BxN[r, :n]).max(initial=0.0)),
+          active_K=act.sum(axis=0).tolist(),            # tokens where expert k is active
+          both_active_KxK=(act.T @ act).tolist(),       # tokens where k and j both are
+          sum_p_eos_M=out.p_eos_BxNxM[r, :n].sum(axis=0).tolist())
+    rows.append(row)
+  return rows

@@ -1,0 +1,119 @@
+"""The LLM composition report: accuracy per benchmark and system next to the paper's table,
+the composition diagnostics (expert activity, overlap, log Z_t, EOS), and two figures.
+
+Written from summary rows alone (`runner.summarize`), so it can be rebuilt from the jsonl files.
+"""
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from compgen_jax.analysis import markdown  # noqa: E402
+
+# Kumar et al. 2026, Gemma-2-2B base / coding / math experts, composed (% accuracy or pass@1)
+PAPER = {
+    "gsm8k": {"base": 3.2, "coding": 3.2, "math": 50.2, "composed": 41.2},
+    "math": {"base": 16.3, "coding": 16.7, "math": 25.5, "composed": 24.2},
+    "humaneval_plus": {"base": 3.7, "coding": 24.4, "math": 13.4, "composed": 30.5},
+    "mbpp_plus": {"base": 33.9, "coding": 38.1, "math": 32.8, "composed": 39.4},
+}
+
+
+def _grid(rows: list[dict]) -> tuple[list[str], list[str], dict]:
+  benches = list(dict.fromkeys(r["benchmark"] for r in rows))
+  systems = list(dict.fromkeys(r["system"] for r in rows))
+  return benches, systems, {(r["benchmark"], r["system"]): r for r in rows}
+
+
+def table(rows: list[dict]) -> str:
+  """Accuracy (%) per benchmark (rows) and system (columns), the paper's value in brackets."""
+  benches, systems, at = _grid(rows)
+  body = []
+  for b in benches:
+    cells = [f"{b} (n={max(at[b, s]['num_problems'] for s in systems if (b, s) in at)})"]
+    for s in systems:
+      r, paper = at.get((b, s)), PAPER.get(b, {}).get(s)
+      cell = "-" if r is None else f"{100 * r['accuracy']:.1f}"
+      cells.append(cell + (f" [{paper}]" if paper is not None else ""))
+    body.append(cells)
+  return markdown.table(["benchmark"] + systems, body)
+
+
+def diagnostics_table(rows: list[dict]) -> str:
+  """Per composition and benchmark: how often each expert is active, the largest pairwise
+  overlap, |log Z_t|, EOS behaviour and length."""
+  body = [[r["benchmark"], r["system"], " / ".join(f"{a:.2f}" for a in r["active_frac_K"]),
+           r["overlap"], r["mean_abs_log_z"], r["max_abs_log_z"], r["mean_p_eos"],
+           " / ".join(f"{p:.3f}" for p in r["mean_p_eos_M"]), r["finish_eos"],
+           r["finish_budget"], f"{r['mean_tokens']:.0f}"]
+          for r in rows if r["kind"] == "composed"]
+  return markdown.table(
+      ["benchmark", "composition", "active frac per expert", "max overlap", "mean |log Z|",
+       "max |log Z|", "p(EOS) composed", "p(EOS) per model (b first)", "ends at EOS",
+       "hits budget", "mean tokens"], body)
+
+
+def accuracy_png(rows: list[dict], path: str) -> None:
+  benches, systems, at = _grid(rows)
+  fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(benches) * max(len(systems), 1) / 3, 3.4))
+  width = 0.8 / max(len(systems), 1)
+  for j, s in enumerate(systems):
+    ys = [100 * at[b, s]["accuracy"] if (b, s) in at else np.nan for b in benches]
+    ax.bar(np.arange(len(benches)) + j * width, ys, width, label=s)
+  for i, b in enumerate(benches):  # the paper's composed value as a marker
+    if "composed" in PAPER.get(b, {}):
+      ax.plot(i + 0.4 - width / 2, PAPER[b]["composed"], "k*", ms=9,
+              label="paper: composed" if i == 0 else None)
+  ax.set_xticks(np.arange(len(benches)) + 0.4 - width / 2, benches)
+  ax.set_ylabel("accuracy / pass@1 (%)")
+  ax.legend(fontsize=7, ncol=2)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def diagnostics_png(rows: list[dict], path: str) -> None:
+  comp = [r for r in rows if r["kind"] == "composed"]
+  if not comp:
+    return
+  labels = [f"{r['benchmark']}\n{r['system']}" for r in comp]
+  fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+  x = np.arange(len(comp))
+  axes[0].bar(x, [r["overlap"] for r in comp])
+  axes[0].set_title("max pairwise overlap of active sets")
+  axes[1].bar(x, [r["mean_abs_log_z"] for r in comp])
+  axes[1].set_title("mean |log Z_t|")
+  axes[2].bar(x - 0.2, [r["mean_p_eos"] for r in comp], 0.4, label="p(EOS) composed")
+  axes[2].bar(x + 0.2, [r["finish_eos"] for r in comp], 0.4, label="ends at EOS")
+  axes[2].legend(fontsize=7)
+  axes[2].set_title("EOS")
+  for ax in axes:
+    ax.set_xticks(x, labels, fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def write(workdir: str, rows: list[dict]) -> str:
+  """Writes report.md, accuracy.png and diagnostics.png into `workdir`; returns the path."""
+  accuracy_png(rows, os.path.join(workdir, "accuracy.png"))
+  diagnostics_png(rows, os.path.join(workdir, "diagnostics.png"))
+  text = "\n\n".join([
+      "# Logit composition of language models",
+      "Accuracy (%) per benchmark and system; the paper's value (Gemma-2-2B) in brackets.",
+      table(rows), markdown.figure("accuracy.png", "accuracy"),
+      "## Composition diagnostics",
+      "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "
+      "fraction of tokens where two experts are both active (0 under the paper's disjointness "
+      "assumption); log Z_t = 0 under exact factorization.",
+      diagnostics_table(rows), markdown.figure("diagnostics.png", "diagnostics")])
+  path = os.path.join(workdir, "report.md")
+  with open(path + ".tmp", "w") as f:
+    f.write(text + "\n")
+  os.replace(path + ".tmp", path)
+  return path

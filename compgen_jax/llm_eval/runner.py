@@ -1,0 +1,148 @@
+"""Runs every (benchmark, system) of a config in a workdir, resumably, and writes the report.
+
+WORKDIR/<benchmark>/<system>.jsonl holds one row per problem (completion, score, diagnostics),
+appended a batch at a time; a rerun skips the problems already there, so an interrupted run
+loses at most one batch. WORKDIR/summary.jsonl and report.md are rebuilt from those rows.
+"""
+
+import os
+import time
+
+import ml_collections
+import numpy as np
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.llm_eval import benchmarks, decoding, report, systems, tiny
+from compgen_jax.types import CheckpointError, ConfigError
+
+
+def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
+  """Everything checkable before a model is read: ConfigError / DataError naming the field."""
+  for name in cfg.run:
+    if name not in benchmarks.BENCHMARKS:
+      raise ConfigError("run", f"unknown benchmark {name!r}; allowed: "
+                        f"{', '.join(benchmarks.BENCHMARKS)}")
+    benchmarks.BENCHMARKS[name].validate(cfg.benchmarks[name], f"benchmarks.{name}")
+  if len(set(cfg.run)) != len(cfg.run):
+    raise ConfigError("run", f"benchmarks repeat: {list(cfg.run)}")
+  g = cfg.generate
+  for field in ("max_new_tokens", "batch_size", "prefill_chunk", "pad_to"):
+    if not g[field] >= 1:
+      raise ConfigError(f"generate.{field}", f"must be >= 1, got {g[field]}")
+  if not g.greedy and not g.temperature > 0:
+    raise ConfigError("generate.temperature", f"sampling needs > 0, got {g.temperature}")
+  if cfg.dtype not in ("float32", "bfloat16"):
+    raise ConfigError("dtype", f"must be float32 or bfloat16, got {cfg.dtype!r}")
+  resolved = systems.resolve(cfg)
+  for name in systems.needed_models(resolved):
+    path = cfg.models[name]
+    if not path and not cfg.tiny_models.enabled:
+      raise ConfigError(f"models.{name}", "no checkpoint directory given (a local Hugging "
+                        "Face Gemma-2 directory; nothing is downloaded)")
+    if path and not os.path.isfile(os.path.join(path, "config.json")):
+      raise CheckpointError(f"models.{name}: {os.path.join(path, 'config.json')!r} not found")
+  return resolved
+
+
+def _done_rows(path: str) -> list[dict]:
+  """The rows of a results file, rewritten without a torn last line so appends stay valid."""
+  rows = metric_writer.read_rows(path)
+  if os.path.exists(path):
+    with open(path) as f:
+      intact = f.read().endswith("\n") or os.path.getsize(path) == 0
+    if not intact:
+      tmp = path + ".tmp"
+      metric_writer.append_rows(tmp, rows)
+      os.replace(tmp, path)
+  return rows
+
+
+def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, workdir: str
+            ) -> None:
+  """Generates and scores the problems of one benchmark not yet in its results file."""
+  bench = benchmarks.BENCHMARKS[bench_name]
+  settings = cfg.benchmarks[bench_name]
+  path = os.path.join(workdir, bench_name, f"{system.name}.jsonl")
+  done = {r["id"] for r in _done_rows(path)}
+  todo = [p for p in problems if p.id not in done]
+  if not todo:
+    return
+  models, params = systems.system_params(cfg, loaded, system)
+  bar = metric_writer.progress_bar(len(problems), len(problems) - len(todo),
+                                   desc=f"{bench_name}/{system.name}")
+  cache = os.path.join(workdir, bench_name, "cache")
+  os.makedirs(cache, exist_ok=True)
+  for idx, rows in decoding.completions(models, params, loaded.tokenizer,
+                                        [p.prompt for p in todo], bench.stop_strings,
+                                        cfg.generate, cfg.compose, cfg.seed):
+    batch = [todo[i] for i in idx]
+    scores = bench.score(batch, [r["completion"] for r in rows], settings, cache)
+    metric_writer.append_rows(path, [
+        {"id": p.id, "system": system.name, **r, **s}
+        for p, r, s in zip(batch, rows, scores, strict=True)])
+    bar.update(len(idx))
+  bar.close()
+
+
+def run(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
+  """Validates, prepares the workdir, loads the models, runs every benchmark x system, writes
+  summary.jsonl and report.md; returns the summary rows."""
+  resolved = validate(cfg)
+  problems = {name: benchmarks.BENCHMARKS[name].load(cfg.benchmarks[name]) for name in cfg.run}
+  workdir_lib.prepare(workdir, cfg)
+  start = time.time()
+  names = systems.needed_models(resolved)
+  paths = dict(cfg.models)
+  if cfg.tiny_models.enabled:
+    texts = [p.prompt for ps in problems.values() for p in ps]
+    paths.update(tiny.ensure_models(os.path.join(workdir, "models"), cfg.tiny_models,
+                                    sorted((n for n in names if not paths[n]),
+                                           key=lambda n: n != cfg.background),
+                                    texts, cfg.seed))
+  loaded = systems.load(cfg, paths, names, workdir)
+  print(f"[models] {', '.join(names)} ready after {time.time() - start:.0f} s", flush=True)
+  for bench_name in cfg.run:
+    for system in resolved:
+      run_one(cfg, loaded, system, bench_name, problems[bench_name], workdir)
+  rows = summarize(workdir, cfg, resolved)
+  metric_writer.replace_step_rows(os.path.join(workdir, "summary.jsonl"), 0, rows)
+  report.write(workdir, rows)
+  print(report.table(rows), flush=True)
+  print(f"[done] {time.time() - start:.0f} s; report: {os.path.join(workdir, 'report.md')}")
+  return rows
+
+
+def summarize(workdir: str, cfg, resolved: list[systems.System]) -> list[dict]:
+  """One row per (benchmark, system): the headline accuracy and the decoding diagnostics,
+  pooled over every generated token."""
+  out = []
+  for bench_name in cfg.run:
+    for system in resolved:
+      rows = sorted(metric_writer.read_rows(
+          os.path.join(workdir, bench_name, f"{system.name}.jsonl")), key=lambda r: r["id"])
+      if not rows:
+        continue
+      tokens = max(sum(r["num_tokens"] for r in rows), 1)
+      row = {"step": 0, "benchmark": bench_name, "system": system.name, "kind": system.kind,
+             "members": list(system.members), "num_problems": len(rows),
+             "accuracy": float(np.mean([bool(r["correct"]) for r in rows])),
+             "mean_tokens": tokens / len(rows),
+             "finish_eos": float(np.mean([r["finish"] == "eos" for r in rows])),
+             "finish_budget": float(np.mean([r["finish"] == "budget" for r in rows])),
+             "mean_p_eos": sum(r["sum_p_eos"] for r in rows) / tokens}
+      for extra in ("correct_strict", "correct_authors", "base_correct"):
+        if extra in rows[0]:
+          row[extra.replace("correct", "accuracy")] = float(np.mean([bool(r[extra])
+                                                                     for r in rows]))
+      if system.kind == "composed":
+        both = np.sum([r["both_active_KxK"] for r in rows], axis=0) / tokens
+        k = both.shape[0]
+        row.update(
+            active_frac_K=np.diag(both).tolist(),
+            overlap=float(both[~np.eye(k, dtype=bool)].max(initial=0.0)),
+            mean_abs_log_z=sum(r["sum_abs_log_z"] for r in rows) / tokens,
+            max_abs_log_z=max(r["max_abs_log_z"] for r in rows),
+            mean_p_eos_M=(np.sum([r["sum_p_eos_M"] for r in rows], axis=0) / tokens).tolist())
+      out.append(row)
+  return out

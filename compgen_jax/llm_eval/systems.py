@@ -1,0 +1,148 @@
+"""What gets scored: single models, compositions and merges of local Gemma-2 checkpoints.
+
+Checkpoints are converted once into WORKDIR/converted/<name>-<fingerprint> (orbax), keyed by a
+fingerprint of config.json and the shards' names and sizes, so a changed checkpoint is converted
+again rather than read stale. Models with the same architecture share one `Model` object, so
+every system of that architecture reuses one compiled decoding program.
+"""
+
+import functools
+import hashlib
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from compgen_jax.composition import arithmetic
+from compgen_jax.lm import gemma2, loading
+from compgen_jax.lm.model import Model, same_vocabulary
+from compgen_jax.types import CheckpointError, ConfigError, PyTree
+
+MERGES = ("task_arithmetic", "weight_average")
+
+
+class System(NamedTuple):
+  name: str
+  kind: str                   # "single", "composed" or a merge in MERGES
+  members: tuple[str, ...]    # model names: [model], [background, *experts], merged models
+
+
+def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
+  """cfg.systems as Systems; ConfigError naming the field for an unknown or empty member."""
+  names = set(cfg.models.keys())
+  out = []
+
+  def need_models(field: str, members) -> None:
+    for m in members:
+      if m not in names:
+        raise ConfigError(field, f"{m!r} is not a model; models: {', '.join(sorted(names))}")
+
+  need_models("background", [cfg.background])
+  for s in cfg.systems:
+    if s in names:
+      out.append(System(s, "single", (s,)))
+    elif s in cfg.compositions:
+      experts = tuple(cfg.compositions[s])
+      if not experts:
+        raise ConfigError(f"compositions.{s}", "needs at least one expert")
+      need_models(f"compositions.{s}", experts)
+      out.append(System(s, "composed", (cfg.background,) + experts))
+    elif s in MERGES:
+      experts = tuple(cfg.merge.experts)
+      if not experts:
+        raise ConfigError("merge.experts", "needs at least one model")
+      need_models("merge.experts", experts)
+      members = (cfg.background,) + experts if s == "task_arithmetic" else experts
+      out.append(System(s, s, members))
+    else:
+      raise ConfigError("systems", f"unknown system {s!r}: neither a model, a composition "
+                        f"({', '.join(cfg.compositions.keys())}) nor a merge ({', '.join(MERGES)})")
+  if len({s.name for s in out}) != len(out):
+    raise ConfigError("systems", f"names repeat: {list(cfg.systems)}")
+  for s in out:
+    if s.kind == "composed" and not cfg.compose.authors and cfg.compose.lam and \
+        len(cfg.compose.lam) != len(s.members) - 1:
+      raise ConfigError("compose.lam", f"{len(cfg.compose.lam)} weights for {s.name!r}'s "
+                        f"{len(s.members) - 1} experts")
+  if cfg.compose.authors and cfg.compose.lam:
+    raise ConfigError("compose.lam", "the authors' operator has all weights 1: leave lam ()")
+  return out
+
+
+def needed_models(systems: list[System]) -> list[str]:
+  return list(dict.fromkeys(m for s in systems for m in s.members))
+
+
+def fingerprint(directory: str) -> str:
+  """A short hash of config.json and the shard names and sizes (cheap: no tensor is read)."""
+  h = hashlib.sha1()
+  with open(os.path.join(directory, "config.json"), "rb") as f:
+    h.update(f.read())
+  for name in sorted(os.listdir(directory)):
+    if name.endswith(".safetensors") or name.endswith(".index.json"):
+      h.update(f"{name}:{os.path.getsize(os.path.join(directory, name))}".encode())
+  return h.hexdigest()[:12]
+
+
+class Loaded(NamedTuple):
+  models: dict       # name -> Model (shared objects per architecture)
+  params: dict       # name -> params
+  tokenizer: object  # the background's SentencePiece processor
+
+
+def load(cfg: ml_collections.ConfigDict, paths: dict[str, str], names: list[str],
+         workdir: str) -> Loaded:
+  """Loads the named models (converted once into workdir/converted) and the background's
+  tokenizer; CheckpointError when vocabularies or tokenizers differ."""
+  dtype = jnp.dtype(cfg.dtype)
+  by_config, models, params = {}, {}, {}
+  for name in names:
+    directory = paths[name]
+    hf, where = loading.read_config(directory)
+    c = gemma2.config_from_hf(hf, where)
+    cache = os.path.join(workdir, "converted", f"{name}-{fingerprint(directory)}")
+    _, params[name] = gemma2.load(directory, dtype=dtype, cache_dir=cache)
+    models[name] = by_config.setdefault(c, gemma2.make_model(c, dtype))
+  same_vocabulary([models[n] for n in names])
+  background = cfg.background
+  sp = gemma2.load_tokenizer(paths[background], models[background])
+  pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+  for name in names:
+    path = os.path.join(paths[name], "tokenizer.model")
+    if name != background and os.path.isfile(path):
+      other = loading.read_tokenizer(paths[name], models[name].vocab_size)
+      if [other.id_to_piece(i) for i in range(other.get_piece_size())] != pieces:
+        raise CheckpointError(f"{path!r} differs from the background's tokenizer: composition "
+                              "needs one vocabulary")
+  return Loaded(models, params, sp)
+
+
+def same_architecture(loaded: Loaded, members) -> None:
+  if len({id(loaded.models[m]) for m in members}) > 1:
+    raise CheckpointError(f"merging needs one architecture; config.json differs among {members}")
+
+
+def system_params(cfg: ml_collections.ConfigDict, loaded: Loaded, system: System
+                  ) -> tuple[tuple[Model, ...], tuple[PyTree, ...]]:
+  """The models and params a system decodes with (merges are computed here, on device)."""
+  m = system.members
+  if system.kind in ("single", "composed"):
+    return tuple(loaded.models[n] for n in m), tuple(loaded.params[n] for n in m)
+  same_architecture(loaded, m)
+  merged = _merge(system.kind, float(cfg.merge.lam), [loaded.params[n] for n in m])
+  return (loaded.models[m[0]],), (merged,)
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "lam"))
+def _merge(kind: str, lam: float, params: list) -> PyTree:
+  """Merged params, computed in float32 (task vectors of bfloat16 weights lose their low bits)
+  and cast back to the checkpoints' dtype."""
+  dtype = jax.tree.leaves(params[0])[0].dtype
+  p32 = [jax.tree.map(lambda a: a.astype(jnp.float32), p) for p in params]
+  if kind == "task_arithmetic":
+    merged = arithmetic.task_arithmetic(p32[0], p32[1:], lam)
+  else:
+    merged = arithmetic.weight_average(p32)
+  return jax.tree.map(lambda a: a.astype(dtype), merged)

@@ -1,0 +1,92 @@
+"""Logit composition of real language models on GSM8K, MATH, HumanEval+ and MBPP+, offline.
+
+  python experiments/llm_compose.py --config=configs/llm.py:cpu --workdir=/tmp/llm_cpu
+  python experiments/llm_compose.py --config=configs/llm.py:paper --workdir=/scratch/llm \
+      --config.models.base=/ckpt/gemma-2-2b --config.models.math=/ckpt/gemma-2-2b_math \
+      --config.models.coding=/ckpt/gemma-2-2b_coding \
+      --config.benchmarks.gsm8k.path=/data/gsm8k/test.jsonl \
+      --config.benchmarks.gsm8k.fewshot_path=/data/gsm8k/train.jsonl \
+      --config.benchmarks.math.path=/data/math/test.jsonl \
+      --config.benchmarks.humaneval_plus.path=/data/HumanEvalPlus.jsonl \
+      --config.benchmarks.mbpp_plus.path=/data/MbppPlus.jsonl
+
+Models are local Hugging Face Gemma-2 directories (config.json, *.safetensors, tokenizer.model;
+nothing is downloaded); data are local jsonl files in the benchmarks' own schemas. Systems are
+what gets scored: a model of `models` alone, a composition of `compositions` (experts over
+`background`, `compose.authors`: the authors' operator), or a merge: `task_arithmetic`
+(background + lam * sum of task vectors) and `weight_average` (of `merge.experts`).
+
+Presets: paper (Gemma-2-2B base + MergeBench math and coding experts, the paper's protocol: greedy,
+512 new tokens, bfloat16; a GPU), cpu (tiny random Gemma-2 models written into WORKDIR/models and
+the hand-made benchmark files of tests/fixtures/llm_eval: the whole pipeline in minutes on a CPU;
+the models are random, so every score is 0), tiny (tests). Add a third expert with
+--config.models.instruction=DIR --config.systems="(..., 'composed_3')" (the paper's limitation).
+"""
+
+import os
+
+import ml_collections
+
+from compgen_jax.llm_eval import benchmarks
+
+PRESETS = ("paper", "cpu", "tiny")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures",
+                        "llm_eval")
+
+
+def base() -> ml_collections.ConfigDict:
+  cfg = ml_collections.ConfigDict()
+  cfg.seed = 0  # sampling (generate.greedy=False) and the cpu preset's random models
+  cfg.models = ml_collections.ConfigDict(dict(base="", math="", coding="", instruction=""))
+  cfg.background = "base"
+  cfg.dtype = "bfloat16"
+  cfg.compositions = ml_collections.ConfigDict(dict(
+      composed=("math", "coding"), composed_3=("math", "coding", "instruction")))
+  # authors=True: sum_i log p_i - log p_b (their notebook); False: the paper's operator with
+  # weights lam (one per expert; () = all ones). The diagnostics' activity threshold on KL.
+  cfg.compose = ml_collections.ConfigDict(dict(authors=True, lam=(), kl_threshold=0.1))
+  cfg.merge = ml_collections.ConfigDict(dict(experts=("math", "coding"), lam=1.0))
+  cfg.systems = ("base", "math", "coding", "composed", "task_arithmetic", "weight_average")
+  cfg.generate = ml_collections.ConfigDict(dict(
+      max_new_tokens=512, batch_size=8, prefill_chunk=512, pad_to=128, greedy=True,
+      temperature=1.0))
+  cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")
+  cfg.benchmarks = ml_collections.ConfigDict(
+      {name: b.default_settings() for name, b in benchmarks.BENCHMARKS.items()})
+  # cpu / tiny: random Gemma-2 models (experts = base + noise) and a byte-fallback tokenizer
+  # trained on the benchmark prompts, written to WORKDIR/models/<name> for every empty path.
+  cfg.tiny_models = ml_collections.ConfigDict(dict(
+      enabled=False, vocab_size=512, width=64, num_layers=4, num_heads=4, num_kv_heads=2,
+      head_dim=16, mlp_dim=128, sliding_window=64, expert_noise=0.05))
+  return cfg
+
+
+def _fixture_benchmarks(cfg: ml_collections.ConfigDict) -> None:
+  b = cfg.benchmarks
+  b.gsm8k.update(path=os.path.join(FIXTURES, "gsm8k_test.jsonl"),
+                 fewshot_path=os.path.join(FIXTURES, "gsm8k_train.jsonl"))
+  b.math.path = os.path.join(FIXTURES, "math_test.jsonl")
+  b.humaneval_plus.path = os.path.join(FIXTURES, "humaneval_plus.jsonl")
+  b.mbpp_plus.path = os.path.join(FIXTURES, "mbpp_plus.jsonl")
+
+
+def get_config(preset: str = "cpu") -> ml_collections.ConfigDict:
+  """The named preset: paper, cpu or tiny."""
+  cfg = base()
+  if preset == "paper":
+    pass
+  elif preset in ("cpu", "tiny"):
+    cfg.dtype = "float32"
+    cfg.tiny_models.enabled = True
+    cfg.systems = cfg.systems + ("composed_3",)
+    _fixture_benchmarks(cfg)
+    cfg.generate.update(max_new_tokens=64, batch_size=4, pad_to=256)
+    if preset == "tiny":
+      cfg.tiny_models.update(width=32, num_layers=2, mlp_dim=64)
+      cfg.generate.update(max_new_tokens=16)
+      cfg.systems = ("base", "composed", "task_arithmetic", "composed_3")
+      cfg.run = ("gsm8k", "humaneval_plus")
+  else:
+    raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+  cfg.lock()
+  return cfg
