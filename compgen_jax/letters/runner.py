@@ -1,4 +1,8 @@
-"""Runs the enabled letter experiments in a workdir and prints a summary table per experiment."""
+"""Runs the enabled letter experiments in a workdir and prints a summary table per experiment.
+
+Each experiment's rows replace <workdir>/<name>/results.jsonl (and plot.png) by an atomic rename
+of a staged file, so a failure never leaves a half-written or missing table.
+"""
 
 import os
 import time
@@ -11,6 +15,8 @@ from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import config, plots, registry, zoo
 from compgen_jax.letters.context import Ctx
+
+RESULTS_FILE, PLOT_FILE = "results.jsonl", "plot.png"
 
 
 def summary(name: str, rows: list[dict], keys: tuple, values: tuple) -> str:
@@ -37,22 +43,42 @@ def run(cfg, workdir: str) -> dict[str, list[dict]]:
   start = time.time()
   models = zoo.build_zoo(cfg, workdir, registry.scratch_tasks(cfg), registry.finetune_runs(cfg))
   print(f"[models] ready after {time.time() - start:.0f} s", flush=True)
-  ctx = Ctx(cfg, models)
   results = {}
+  for name, rows in run_experiments(cfg, models, start):
+    commit(stage(workdir, name, rows))  # each as soon as it is done
+    results[name] = rows
+  return results
+
+
+def run_experiments(cfg, models: zoo.Zoo, start: float):
+  """Yields (name, rows) for each of cfg.experiments in turn, printing its summary."""
+  ctx = Ctx(cfg, models)
   for name in cfg.experiments:
     exp, t0 = registry.EXPERIMENTS[name], time.time()
     rows = [{k: np.asarray(v) if isinstance(v, jax.Array) else v for k, v in r.items()}
             for r in exp.run(ctx)]
-    out_dir = os.path.join(workdir, name)
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "results.jsonl")
-    if os.path.exists(path):  # a rerun rewrites its tables
-      os.remove(path)
-    metric_writer.append_rows(path, rows)
-    plots.save(exp.plot, rows, os.path.join(out_dir, "plot.png"))
     print(summary(name, rows, exp.group_by, exp.summary_keys), flush=True)
     if exp.table is not None:
       print(exp.table(rows), flush=True)
     print(f"[{name}] {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)", flush=True)
-    results[name] = rows
-  return results
+    yield name, rows
+
+
+def stage(workdir: str, name: str, rows: list[dict]) -> list[tuple[str, str]]:
+  """Writes an experiment's rows and plot next to <workdir>/<name>/results.jsonl and plot.png;
+  returns the (staged, final) paths for `commit`."""
+  out_dir = os.path.join(workdir, name)
+  os.makedirs(out_dir, exist_ok=True)
+  results, plot = os.path.join(out_dir, RESULTS_FILE), os.path.join(out_dir, PLOT_FILE)
+  staged = results + ".tmp", plot.replace(".png", ".tmp.png")  # savefig reads the extension
+  if os.path.exists(staged[0]):  # left by a pass that failed before its commit
+    os.remove(staged[0])
+  metric_writer.append_rows(staged[0], rows)
+  plots.save(registry.EXPERIMENTS[name].plot, rows, staged[1])
+  return [(staged[0], results), (staged[1], plot)]
+
+
+def commit(staged: list[tuple[str, str]]) -> None:
+  """Moves staged files over their final paths (atomic renames: a reader sees old or new)."""
+  for tmp, path in staged:
+    os.replace(tmp, path)

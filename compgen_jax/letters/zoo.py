@@ -4,6 +4,7 @@ All from-scratch models (tasks x seeds) train in one vmapped program. With `init
 (the authors' code) every task of a seed draws its own initial parameters; with `init=shared`
 they all start from one draw per seed, which weight averaging and task arithmetic need. The
 fine-tuned experts (for the task-arithmetic check) start from each seed's identity model.
+`restore_zoo` (compose.py --evaluate_only) only restores, against the layout the workdir trained.
 """
 
 import os
@@ -31,13 +32,20 @@ class Zoo(NamedTuple):
   seed_keys: jax.Array    # [S] typed keys
 
 
+def restore_group(workdir: str, group: str, params_R: PyTree) -> PyTree:
+  """The run-stacked params of checkpoint group 'scratch' or 'finetune', restored against the
+  shapes of `params_R` (arrays or ShapeDtypeStructs); CheckpointError if missing or corrupt."""
+  ckpt_dir = os.path.join(workdir, "checkpoints", group)
+  abstract = {"params": jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params_R)}
+  _, state = checkpointing.restore(ckpt_dir, abstract)
+  print(f"[{group}] restored trained models from {ckpt_dir}")
+  return state["params"]
+
+
 def _train_or_restore(workdir: str, group: str, init_params_R: PyTree, train_fn) -> PyTree:
   ckpt_dir = os.path.join(workdir, "checkpoints", group)
   if checkpointing.available_steps(ckpt_dir):
-    abstract = jax.eval_shape(lambda: {"params": init_params_R})
-    _, state = checkpointing.restore(ckpt_dir, abstract)
-    print(f"[{group}] restored trained models from {ckpt_dir}")
-    return state["params"]
+    return restore_group(workdir, group, init_params_R)
   params_R = train_fn()
   checkpointing.save(checkpointing.manager(ckpt_dir), 1, {"params": params_R})
   return params_R
@@ -60,12 +68,33 @@ def initial_params(model: Model, seed_keys_S: jax.Array, tasks: list[str], init:
   return jax.vmap(model.init)(keys_R)
 
 
+def run_keys(cfg) -> jax.Array:
+  """[S] typed keys of the seeds."""
+  return jax.vmap(lambda i: rng.run_key(cfg.seed, i))(jnp.arange(cfg.num_seeds))
+
+
+def restore_zoo(cfg, workdir: str, trained: tuple[list, list], tasks: list[str],
+                runs: list[tuple[str, str]]) -> Zoo:
+  """The models `tasks` and fine-tuned `runs`, restored (never trained) from a workdir whose
+  checkpoints stack the `trained` (tasks, runs) in that order; both must hold what is asked."""
+  model, keys, s = letter_lm(cfg.model), run_keys(cfg), cfg.num_seeds
+  trained_tasks, trained_runs = trained
+  init_R = jax.eval_shape(lambda: initial_params(model, keys, trained_tasks, cfg.init))
+  params = _split(restore_group(workdir, "scratch", init_R), trained_tasks, s)
+  finetuned = {}
+  if runs:  # fine-tuned from identity: the same shapes, stacked over the trained runs
+    ft_R = jax.tree.map(lambda a: jax.ShapeDtypeStruct((len(trained_runs) * s, *a.shape[1:]),
+                                                       a.dtype), init_R)
+    finetuned = _split(restore_group(workdir, "finetune", ft_R), trained_runs, s)
+  return Zoo(model, {t: params[t] for t in tasks}, {r: finetuned[r] for r in runs}, keys)
+
+
 def build_zoo(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]]) -> Zoo:
   """Trains (or restores from workdir/checkpoints) the models `tasks` from scratch (the first
   is 'identity') and fine-tunes the (expert, regime) `runs` from each seed's identity model."""
   model = letter_lm(cfg.model)
   s = cfg.num_seeds
-  seed_keys = jax.vmap(lambda i: rng.run_key(cfg.seed, i))(jnp.arange(s))
+  seed_keys = run_keys(cfg)
   metrics_path = os.path.join(workdir, "metrics.jsonl")
   init_R = initial_params(model, seed_keys, tasks, cfg.init)
 

@@ -1,0 +1,126 @@
+"""compose.py --evaluate_only over a trained tiny letters workdir: the same result rows bit for bit,
+no training artifact touched, and everything it cannot do without training refused in one line
+(exit 2) with nothing written."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from compgen_jax import metric_writer
+from compgen_jax.letters import registry, runner, standalone
+from compgen_jax.types import ConfigError, NonFiniteError
+from tests.helpers import REPO, load_config
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("letters") / "wd")
+  runner.run(load_config("letters", "tiny", num_seeds=1, experiments=("substitution",)), path)
+  return path
+
+
+def _digests(path: str) -> dict:
+  out = {}
+  for root, _, files in os.walk(path):
+    for name in files:
+      with open(os.path.join(root, name), "rb") as f:
+        out[os.path.relpath(os.path.join(root, name), path)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+def _compose(*args: str) -> subprocess.CompletedProcess:
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO}
+  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "compose.py"), *args],
+                        capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+
+
+def test_binary_reproduces_the_results_and_touches_nothing_else(workdir):
+  before = _digests(workdir)
+  done = _compose(f"--workdir={workdir}", "--evaluate_only")
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "restored trained models" in done.stdout and "training" not in done.stdout
+  # same rows bit for bit (the file's bytes), no new checkpoint step, no new metrics rows
+  assert _digests(workdir) == before
+
+
+@pytest.mark.parametrize("args,words", [
+    (("--experiments=substitution,baselines",), ("'baselines' needs A>B+C>D", "new --workdir")),
+    # a full --config is compared with the saved one: its experiments may differ, its model not
+    (("--config=configs/letters.py:tiny", "--config.num_seeds=1", "--config.model.width=32"),
+     ("config field 'model.width'", "32")),
+])
+def test_what_needs_training_is_refused_in_one_line(workdir, args, words):
+  before = _digests(workdir)
+  done = _compose(f"--workdir={workdir}", "--evaluate_only", *args)
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+  assert all(w in done.stderr for w in words), done.stderr
+  assert _digests(workdir) == before
+
+
+@pytest.mark.parametrize("damage,words", [
+    ("no_workdir", "does not exist"), ("no_config", "config.json"),
+    ("no_checkpoint", "no checkpoint found")])
+def test_an_unusable_workdir_is_refused_in_one_line(workdir, tmp_path, damage, words):
+  path = str(tmp_path / "wd")
+  if damage == "no_config":
+    os.makedirs(path)
+  elif damage == "no_checkpoint":
+    shutil.copytree(workdir, path)
+    shutil.rmtree(os.path.join(path, "checkpoints", "scratch"))
+  before = _digests(path) if os.path.exists(path) else None
+  done = _compose(f"--workdir={path}", "--evaluate_only", "--config.compose.kl_threshold=0.2")
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, done.stderr
+  assert (_digests(path) if os.path.exists(path) else None) == before
+
+
+def test_a_failing_pass_keeps_the_earlier_results(workdir, tmp_path, monkeypatch):
+  path = str(tmp_path / "wd")
+  shutil.copytree(workdir, path)
+  results = os.path.join(path, "substitution", runner.RESULTS_FILE)
+  before = _digests(path)
+  cfg = standalone.saved_config(path).copy_and_resolve_references()
+  cfg.compose.lambdas = (0.5, 0.5)  # an evaluation setting: the pass computes other numbers
+
+  def boom(ctx):
+    del ctx
+    raise NonFiniteError("boom")
+
+  boom_exp = registry.EXPERIMENTS["substitution"]._replace(run=boom)
+  monkeypatch.setitem(registry.EXPERIMENTS, "boom", boom_exp)
+  with pytest.raises(NonFiniteError):
+    standalone.evaluate(cfg, path, ["substitution", "boom"])
+  assert _digests(path) == before
+  rows = standalone.evaluate(cfg, path, ["substitution"])["substitution"]
+  after = _digests(path)
+  assert {k for k in after if after[k] != before.get(k)} <= {"substitution/results.jsonl",
+                                                               "substitution/plot.png"}
+  assert after["substitution/results.jsonl"] != before["substitution/results.jsonl"]
+  assert len(metric_writer.read_rows(results)) == len(rows)
+
+
+def test_which_overrides_and_models_an_evaluate_only_pass_accepts():
+  saved = load_config("letters", "tiny", experiments=("k_experts",))
+  ok = load_config("letters", "tiny", experiments=("k_experts", "substitution"), **{
+      "compose.k_max": 2, "compose.kl_threshold": 0.3, "data.length_max": 6,
+      "train.progress": True})
+  standalone.check_overrides(saved, ok)
+  standalone.check_trained(saved, ok, "W")
+  for field, value in [("optim.learning_rate", 0.1), ("data.train_len", 5), ("seed", 1),
+                       ("finetune.train.num_steps", 25), ("init", "independent")]:
+    with pytest.raises(ConfigError) as e:
+      standalone.check_overrides(saved, load_config("letters", "tiny", **{field: value}))
+    assert e.value.field == field
+  fewer = load_config("letters", "tiny", experiments=("k_experts",), **{"compose.k_max": 2})
+  with pytest.raises(ConfigError, match="'k_experts' needs E>F") as e:
+    standalone.check_trained(fewer, saved, "W")
+  with pytest.raises(ConfigError, match=r"'arithmetic' needs A>B fine-tuned \(head\)"):
+    standalone.check_trained(saved, load_config("letters", "tiny"), "W")
