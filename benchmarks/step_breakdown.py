@@ -1,0 +1,121 @@
+"""Where a training step's time goes, against the matmul peak (the profile behind throughput.py).
+
+  python benchmarks/step_breakdown.py --widths=512,1024 --runs=1,8
+
+Per width and run count, each part timed as its own jitted lax.scan of --steps steps (vmapped over
+the runs, as training runs them): `step` the whole training step; `data` drawing the batch
+(teacher / task sampling) alone; `update` forward, backward and AdamW on a fixed batch; `matmuls`
+only the student's forward and backward matmuls at the step's shapes (3 per layer: the floor no
+implementation of this MLP can go under). Prints ms per run-step and GFLOP/s of each, and the
+shares of the step; printed, never asserted.
+"""
+
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+from absl import app
+
+from compgen_jax import cli
+from compgen_jax.analysis import report
+from compgen_jax.training import loop, runs
+from compgen_jax.training import step as step_lib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import throughput  # noqa: E402  (benchmarks/ is scripts, not a package)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the flags are throughput.py's (--widths, --runs, --steps, --repeats), defined on its import
+_WIDTHS, _RUNS, _STEPS, _REPEATS = (throughput._WIDTHS, throughput._RUNS, throughput._STEPS,
+                                    throughput._REPEATS)
+
+
+def _best(fn, *args) -> float:
+  out = fn(*args)
+  jax.block_until_ready(out)
+  best = float("inf")
+  for _ in range(_REPEATS.value):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    best = min(best, time.perf_counter() - start)
+  return best
+
+
+def _scanned(body, num_runs):
+  """jit(vmap(scan of `body` over steps)): body(carry) -> carry."""
+  def one(carry):
+    return jax.lax.scan(lambda c, _: (body(c), None), carry, length=_STEPS.value)[0]
+  return jax.jit(jax.vmap(one) if num_runs > 1 else one)
+
+
+def parts(cfg, num_runs: int) -> dict[str, float]:
+  """Seconds per run-step of each part."""
+  cfg.num_seeds = 1
+  grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
+  keys, hparams = runs.run_inputs(cfg, grid)
+  state = jax.tree.map(lambda a: a[0], loop.make_init(cfg)(keys, hparams))
+  bits = loop.task_bits(cfg)
+  batch = step_lib.train_batch(state, bits, cfg)
+  if num_runs > 1:
+    rep = lambda t: jax.tree.map(lambda a: jnp.repeat(a[None], num_runs, axis=0), t)
+    state, batch = rep(state), rep(batch)
+  samples = cfg.train.batch_size * cfg.task.num_samples
+  dims = ([cfg.task.num_modules + cfg.task.input_dim] + [cfg.student.width] * cfg.student.depth
+          + [cfg.task.output_dim])
+  ws = [jnp.full((a, b), 0.01, jnp.float32) for a, b in zip(dims[:-1], dims[1:], strict=True)]
+  x = jnp.ones((samples, dims[0]), jnp.float32)
+  if num_runs > 1:
+    ws = [jnp.repeat(w[None], num_runs, axis=0) for w in ws]
+    x = jnp.repeat(x[None], num_runs, axis=0)
+
+  def matmuls(carry):
+    x, ws = carry
+    hs = [x]
+    for w in ws:  # forward
+      hs.append(hs[-1] @ w)
+    g = hs[-1]
+    new = []
+    for w, h in zip(ws[::-1], hs[-2::-1], strict=True):  # backward: dW = h^T g, dh = g W^T
+      new.append(w - 1e-9 * (h.T @ g))
+      g = g @ w.T
+    return x + 1e-9 * g, new[::-1]
+
+  steps = _STEPS.value * num_runs
+  out = {
+      "step": _best(_scanned(lambda s: step_lib.train_step(s, bits, cfg)[0], num_runs), state),
+      "data": _best(_scanned(lambda s: s.replace(step=s.step + 1 + 0 * jnp.sum(
+          jax.tree.leaves(step_lib.train_batch(s, bits, cfg))[0]).astype(s.step.dtype)),
+          num_runs), state),
+      "update": _best(_scanned(lambda sb: (step_lib.update(sb[0], sb[1], cfg)[0], sb[1]),
+                               num_runs), (state, batch)),
+      "matmuls": _best(_scanned(matmuls, num_runs), (x, ws)),
+  }
+  return {k: v / steps for k, v in out.items()}
+
+
+def main(argv):
+  del argv
+  peak = throughput.matmul_peak_gflops()
+  print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}; measured f32 matmul peak "
+        f"{peak:.1f} GFLOP/s", flush=True)
+  rows = []
+  for width in map(int, _WIDTHS.value):
+    cfg = cli.load_config_file(os.path.join(REPO, "configs", "hyperteacher.py") + ":paper")
+    cfg.unlock()
+    cfg.student.width = width
+    gflop = throughput.step_gflop(cfg)
+    for num_runs in map(int, _RUNS.value):
+      t = parts(cfg, num_runs)
+      for name in ("step", "data", "update", "matmuls"):
+        rows.append([width, num_runs, name, 1e3 * t[name], gflop / t[name],
+                     gflop / t[name] / peak, t[name] / t["step"]])
+        print("  " + "  ".join(f"{v:.4g}" if isinstance(v, float) else str(v)
+                               for v in rows[-1]), flush=True)
+  print(report.table(["width", "runs", "part", "ms per run-step", "GFLOP/s (student)",
+                      "of peak", "share of step"], rows))
+
+
+if __name__ == "__main__":
+  app.run(main)
