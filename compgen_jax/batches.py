@@ -7,7 +7,7 @@ from compgen_jax import rng, run_state
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.run_state import RunState
 from compgen_jax.students import registry as students
-from compgen_jax.tasks import hyperteacher, supports
+from compgen_jax.tasks import hyperteacher, splits
 from compgen_jax.tasks import registry as families
 
 
@@ -15,7 +15,7 @@ def draw_batch(state: RunState, key: jax.Array, idx_T: jax.Array, n: jax.Array, 
                bits_T: jax.Array, cfg: ml_collections.ConfigDict):
   """`num_tasks` tasks drawn from the first `n` entries of `idx_T`, with their data (O(1) in T)."""
   key_idx, key_data = jax.random.split(key)
-  idx_B = supports.sample_indices(key_idx, idx_T, n, num_tasks)
+  idx_B = splits.sample_indices(key_idx, idx_T, n, num_tasks)
   return batch_for_bits(state, bits_T[idx_B], key_data, cfg)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax.evaluation import evaluators
-from compgen_jax.tasks import combinatorics, supports
+from compgen_jax.tasks import combinatorics, splits
 from compgen_jax.tasks import registry as families
 from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
@@ -28,7 +28,7 @@ def _split(seed: int, frac: float = 0.4, drop_singletons: bool = False):
   ood = np.random.default_rng(seed).uniform(size=T) < frac
   if drop_singletons:
     ood[:M] = False
-  return supports.split_from_mask(ood), ood
+  return splits.split_from_mask(ood), ood
 
 
 @pytest.mark.parametrize("drop_singletons", [False, True])

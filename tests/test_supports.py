@@ -1,4 +1,5 @@
-"""Task-support strategies: invariants of the train / OOD masks, errors, and the jax-side split."""
+"""Task-support strategies: invariants of the train / OOD masks and errors (the jax-side split:
+test_splits.py)."""
 
 import itertools
 import math
@@ -6,16 +7,13 @@ import time
 from fractions import Fraction
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from compgen_jax.tasks import combinatorics as cb
-from compgen_jax.tasks import hyperteacher
+from compgen_jax.tasks import splits
 from compgen_jax.tasks import supports as sp
-from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
-from tests.helpers import load_config
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -50,7 +48,7 @@ def test_registry_names():
 def test_split_disjoint_and_exhaustive_except_ring(strategy):
   M, K, _ = CASES[strategy]
   train_T, ood_T = _masks(strategy)
-  s = sp.split_from_mask(ood_T, train_T)
+  s = splits.split_from_mask(ood_T, train_T)
   T = cb.num_tasks(M, K)
   assert s.train_idx.shape == s.ood_idx.shape == (T,) and s.train_idx.dtype == np.int32
   train, ood = s.train_idx[: s.n_train], s.ood_idx[: s.n_ood]
@@ -63,7 +61,7 @@ def test_split_disjoint_and_exhaustive_except_ring(strategy):
   np.testing.assert_array_equal(np.sort(np.concatenate([train, ood])),
                                 np.flatnonzero(rest | train_T))
   with pytest.raises(ValueError, match="overlap"):
-    sp.split_from_mask(ood_T, train_T | ood_T)
+    splits.split_from_mask(ood_T, train_T | ood_T)
 
 
 @pytest.mark.parametrize("strategy", ["random", "equal", "pseudo_random_disconnected"])
@@ -122,7 +120,7 @@ def test_ring_supports_score_on_one_common_ood_set(M):
     train_T, ood_T = sp.split_masks(strategy, jax.random.key_data(key), M, 2, 0.25)
     assert set(bits[ood_T].tolist()) == expected
     assert not (train_T & ood_T).any()
-    s = jax.jit(lambda k, st=strategy: sp.split(k, 0.25, strategy=st, M=M, K=2))(key)
+    s = jax.jit(lambda k, st=strategy: splits.split(k, 0.25, strategy=st, M=M, K=2))(key)
     assert int(s.n_ood) == len(expected) and int(s.n_train) == int(train_T.sum())
     assert set(bits[np.asarray(s.ood_idx)[: int(s.n_ood)]].tolist()) == expected
   # connected's training tasks beyond the singletons lie across the halves: neither set there.
@@ -212,31 +210,6 @@ def test_split_masks_cached_and_read_only():
       mask[0] = True
 
 
-@pytest.mark.parametrize("strategy", ["random", "equal", "connected"])
-def test_split_jit_vmap_matches_host(strategy):
-  M, K, _ = CASES[strategy]
-  keys = jax.random.split(jax.random.key(0), 3)
-  fracs = jnp.array([0.25, 0.9])
-  fn = lambda key, frac: sp.split(key, frac, strategy=strategy, M=M, K=K, max_retries=100)
-  out = jax.jit(jax.vmap(jax.vmap(fn, (0, None)), (None, 0)))(keys, fracs)
-  assert out.train_idx.shape == (2, 3, cb.num_tasks(M, K))
-  for j, frac in enumerate([0.25, 0.9]):
-    for i in range(3):
-      train, ood = sp.split_masks(strategy, jax.random.key_data(keys[i]), M, K, frac, 100)
-      for got, want in zip(out, sp.split_from_mask(ood, train), strict=True):
-        np.testing.assert_array_equal(np.asarray(got)[j, i], want)
-
-
-def test_sample_indices_draws_training_tasks():
-  s = sp.split(jax.random.key(1), 0.9, strategy="random", M=16, K=3, max_retries=100)
-  draw = jax.jit(sp.sample_indices, static_argnums=3)
-  idx = draw(jax.random.key(2), s.train_idx, s.n_train, 4096)
-  assert idx.shape == (4096,) and idx.dtype == jnp.int32
-  train, _ = sp.split_masks("random", jax.random.key_data(jax.random.key(1)), 16, 3, 0.9, 100)
-  assert train[np.asarray(idx)].all()
-  assert np.unique(np.asarray(idx)).size == int(s.n_train)  # 4096 draws cover all 70 tasks
-
-
 @pytest.mark.parametrize("strategy,M,K,frac,field", [
     ("nope", 16, 3, 0.25, "task.support"),
     ("random", 0, 1, 0.25, "task.num_modules"),
@@ -312,60 +285,3 @@ def _accepted(M, K, text):
   except ConfigError:
     return False
   return True
-
-
-@pytest.mark.parametrize("M", sorted({M for M, _, _ in PAPER_GRID}))
-def test_jit_split_has_the_validated_n_ood_on_paper_grids(M):
-  """Every grid point validation accepts: the split built under jit from the float32 frac_ood
-  holds out exactly validation's n_ood, and is the split validated on the host."""
-  key = jax.random.wrap_key_data(jnp.asarray(SEED))
-  for K in range(2, 8):
-    points = [text for m, k, text in PAPER_GRID if (m, k) == (M, K) and _accepted(M, K, text)]
-    if not points:
-      continue
-    build = jax.jit(lambda key, frac, K=K: sp.split(key, frac, strategy="random", M=M, K=K))
-    for text in points:
-      _, n_ood, n_train = cb.split_sizes(M, K, float(text))  # what validation checked
-      s = build(key, jnp.float32(text))
-      assert (int(s.n_ood), int(s.n_train)) == (n_ood, n_train), (M, K, text)
-      train, ood = sp.split_masks("random", SEED, M, K, float(text))
-      np.testing.assert_array_equal(np.asarray(s.ood_idx)[:n_ood], np.flatnonzero(ood))
-
-
-def test_precompute_builds_the_splits_training_uses(monkeypatch):
-  """runs.precompute_splits validates exactly the splits init_run's callback then uses (none is
-  drawn twice) with validation's n_ood; at M=24, K=2 the float32 frac_ood (0.899999976 for 0.9)
-  would hold out one task fewer."""
-  cfg = load_config("hyperteacher", "tiny", **{"task.num_modules": 24, "seed": 9173,
-                                               "sweep.frac_ood": (0.9, 0.75)})
-  drawn = []
-  strategy = sp.STRATEGIES["random"]
-  monkeypatch.setitem(sp.STRATEGIES, "random", lambda *args: drawn.append(args) or strategy(*args))
-  grid = runs.run_grid(cfg)
-  runs.precompute_splits(cfg, grid)
-  assert len(drawn) == len(grid) == 4
-  states = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
-  assert len(drawn) == len(grid)  # every callback found its precomputed split
-  n_ood = np.asarray(states.task["split"].n_ood)
-  assert n_ood.tolist() == [math.floor(300 * Fraction(str(run["frac_ood"]))) for run in grid]
-  assert n_ood.tolist() == [cb.split_sizes(24, 2, run["frac_ood"])[1] for run in grid]
-
-
-def test_m32_k7_table_split_and_draws():
-  """The paper's largest table (T = 4,514,872 at M=32, K=7): built in seconds, split under jit,
-  and O(1) draws whose k-hot rows (module 31 included) are the drawn tasks'."""
-  M, K = 32, 7
-  start = time.perf_counter()
-  bits = cb.task_bits(M, K)
-  s = jax.jit(lambda key: sp.split(key, 0.9, strategy="random", M=M, K=K))(jax.random.key(5))
-  assert time.perf_counter() - start < 30.0  # a few seconds on one core
-  assert bits.size == 4_514_872 and int(s.n_train) == _n_train(M, K, 0.9)
-  idx = np.asarray(jax.jit(sp.sample_indices, static_argnums=3)(
-      jax.random.key(6), s.train_idx, s.n_train, 4096))
-  train, _ = sp.split_masks("random", jax.random.key_data(jax.random.key(5)), M, K, 0.9)
-  assert train[idx].all()
-  device_bits = jnp.asarray(bits.astype(np.uint32))[idx]
-  khot = np.asarray(hyperteacher.khot_from_bits(device_bits, M))
-  members = cb.task_members(M, K)[idx]
-  assert all(set(np.flatnonzero(row)) == set(m) for row, m in zip(khot, members, strict=True))
-  assert khot[:, 31].any()

@@ -13,7 +13,7 @@ from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import curves
 from compgen_jax.evaluation import evaluators
-from compgen_jax.tasks import combinatorics, supports
+from compgen_jax.tasks import combinatorics, splits
 from compgen_jax.training import runs, sharding
 from compgen_jax.training import step as step_lib
 from compgen_jax.training.state import cache_by_config, init_run
@@ -58,7 +58,7 @@ def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
   T, R = combinatorics.num_tasks(cfg.task.num_modules, cfg.task.max_hotness), len(grid)
   vec, scalar = jax.ShapeDtypeStruct((R, T), jnp.int32), jax.ShapeDtypeStruct((R,), jnp.int32)
   return jax.eval_shape(_jitted_init(cfg), keys, hparams,
-                        supports.Split(vec, scalar, vec, scalar))
+                        splits.Split(vec, scalar, vec, scalar))
 
 
 def restore_or_init(cfg, workdir: str, grid: list[dict], mesh: Mesh | None = None):

@@ -12,7 +12,7 @@ from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import evaluators
 from compgen_jax.run_state import HPARAMS
 from compgen_jax.students import registry as students
-from compgen_jax.tasks import combinatorics, supports
+from compgen_jax.tasks import combinatorics, splits, supports
 from compgen_jax.tasks import registry as families
 from compgen_jax.types import ConfigError
 
@@ -44,16 +44,16 @@ def run_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]) -> tuple[jax.Ar
 
 
 def host_splits(cfg: ml_collections.ConfigDict, keys: jax.Array,
-                hparams: dict) -> supports.Split:
+                hparams: dict) -> splits.Split:
   """The stacked numpy Split [R, T] of each run, computed on the host from its key (the value
   init_run's callback would compute; the results are cached by key and canonical frac_ood)."""
   split_keys = jax.vmap(lambda k: rng.stream(k, "split"))(keys)
   seed_data = np.asarray(jax.random.key_data(split_keys))
   fracs = np.asarray(hparams["frac_ood"])
-  splits = [supports.host_split(seed_data[r], fracs[r], strategy=cfg.task.support,
-                                M=cfg.task.num_modules, K=cfg.task.max_hotness,
-                                max_retries=cfg.task.max_retries) for r in range(len(fracs))]
-  return jax.tree.map(lambda *a: np.stack(a), *splits)
+  per_run = [splits.host_split(seed_data[r], fracs[r], strategy=cfg.task.support,
+                               M=cfg.task.num_modules, K=cfg.task.max_hotness,
+                               max_retries=cfg.task.max_retries) for r in range(len(fracs))]
+  return jax.tree.map(lambda *a: np.stack(a), *per_run)
 
 
 def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[dict]:
@@ -62,8 +62,8 @@ def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[
   Returns the grid with each run's number of training and held-out tasks (`n_train`, `n_ood`:
   the x axis of the paper's scaling plots) added.
   """
-  splits = host_splits(cfg, *run_inputs(cfg, grid))
-  return [{**run, "n_train": int(splits.n_train[r]), "n_ood": int(splits.n_ood[r])}
+  stacked = host_splits(cfg, *run_inputs(cfg, grid))
+  return [{**run, "n_train": int(stacked.n_train[r]), "n_ood": int(stacked.n_ood[r])}
           for r, run in enumerate(grid)]
 
 

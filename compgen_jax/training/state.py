@@ -12,7 +12,7 @@ from compgen_jax.encodings import registry as encodings
 from compgen_jax.run_state import HPARAMS, RunState, dims, vocab_size
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
-from compgen_jax.tasks import supports
+from compgen_jax.tasks import splits
 
 
 def cache_by_config(make):
@@ -55,10 +55,10 @@ def lr_factor(step: jax.Array, cfg: ml_collections.ConfigDict, num_steps: int) -
 
 
 def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict,
-             split: supports.Split | None = None) -> RunState:
+             split: splits.Split | None = None) -> RunState:
   """Creates the teacher, split, encoding, student and optimiser state of one run.
 
-  The split is a function of the key; pass it (supports.host_split of the key's data) to keep
+  The split is a function of the key; pass it (splits.host_split of the key's data) to keep
   the host callback that computes it out of the compiled program.
   """
   family = families.get(cfg.task.family)
@@ -67,7 +67,7 @@ def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict,
   task = {
       "teacher": family.init(rng.stream(key, "teacher"), cfg.task),
       "encoding": enc.init(rng.stream(key, "encoding"), cfg.task.num_modules, cfg.encoding),
-      "split": split if split is not None else supports.split(
+      "split": split if split is not None else splits.split(
           rng.stream(key, "split"), hparams["frac_ood"], strategy=cfg.task.support,
           M=cfg.task.num_modules, K=cfg.task.max_hotness, max_retries=cfg.task.max_retries),
   }
