@@ -65,10 +65,11 @@ def accuracy_png(rows: list[dict], path: str) -> None:
   for j, s in enumerate(systems):
     ys = [100 * at[b, s]["accuracy"] if (b, s) in at else np.nan for b in benches]
     ax.bar(np.arange(len(benches)) + j * width, ys, width, label=s)
-  for i, b in enumerate(benches):  # the paper's composed value as a marker
-    if "composed" in PAPER.get(b, {}):
-      ax.plot(i + 0.4 - width / 2, PAPER[b]["composed"], "k*", ms=9,
-              label="paper: composed" if i == 0 else None)
+  for j, s in enumerate(systems):  # the paper's values as markers over the matching bars
+    for i, b in enumerate(benches):
+      if s in PAPER.get(b, {}):
+        ax.plot(i + j * width, PAPER[b][s], "k*", ms=7,
+                label="paper (Gemma-2-2B)" if (i, j) == (0, 0) else None)
   ax.set_xticks(np.arange(len(benches)) + 0.4 - width / 2, benches)
   ax.set_ylabel("accuracy / pass@1 (%)")
   ax.legend(fontsize=7, ncol=2)
