@@ -22,7 +22,7 @@ from compgen_jax.evaluation import activations, evaluators, probes
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
 from compgen_jax.training import config as train_config
-from compgen_jax.training import loop, runs
+from compgen_jax.training import loop, runs, sharding
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
 
 EVAL_FILE = "eval.jsonl"
@@ -106,6 +106,18 @@ def restore(wd: Workdir, step: int) -> PyTree:
   return state
 
 
+def _placement(wd: Workdir):
+  """The run mesh over every device (as training uses) and the task table replicated on it:
+  a pass evaluates each device's runs there, padded to a multiple of the devices."""
+  mesh = sharding.make_mesh()
+  return mesh, sharding.replicate(loop.task_bits(wd.cfg), mesh)
+
+
+def _real_runs(out: PyTree, wd: Workdir) -> PyTree:
+  """Run-stacked outputs on the host, whole on every process, without the padding runs."""
+  return jax.tree.map(lambda a: np.asarray(a)[:len(wd.grid)], sharding.to_host(out))
+
+
 def _run_info(grid: list[dict]) -> list[dict]:
   return [dict(run) for run in grid]
 
@@ -126,15 +138,16 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
   names = tuple(names or evaluators.applicable(wd.cfg))
   evaluate = evaluators.make_evaluate(wd.cfg, names)
   steps = select_steps(wd, step, every)
-  bits_T = loop.task_bits(wd.cfg)
+  mesh, bits_T = _placement(wd)
   out = []
   for s in steps:
-    metrics = jax.tree.map(np.asarray, evaluate(restore(wd, s), bits_T))
+    metrics = _real_runs(evaluate(sharding.shard_runs(restore(wd, s), mesh), bits_T), wd)
     rows = [{"step": s, **info, **{k: float(v[r]) for k, v in sorted(metrics.items())}}
             for r, info in enumerate(_run_info(wd.grid))]
-    metric_writer.append_rows(os.path.join(path, EVAL_FILE), rows)  # kept if a later step fails
+    if sharding.is_main_process():  # kept if a later step fails
+      metric_writer.append_rows(os.path.join(path, EVAL_FILE), rows)
     out.extend(rows)
-  if len(steps) > 1 and any("ood/r2" in r for r in out):
+  if len(steps) > 1 and any("ood/r2" in r for r in out) and sharding.is_main_process():
     plots.curve_png(out, os.path.join(path, CURVE_FILE), key="ood/r2")
   return out
 
@@ -145,14 +158,18 @@ def probe_workdir(path: str, step: int | None = None, every: bool = False) -> li
   wd = open_workdir(path)
   probe = probes.make_probe(wd.cfg)
   steps = select_steps(wd, step, every)
-  bits_T = loop.task_bits(wd.cfg)
   names = activations.layer_names(jax.tree.map(lambda a: jax.ShapeDtypeStruct(
       a.shape[1:], a.dtype), wd.abstract), wd.cfg)
   out = []
   for s in steps:
-    result = jax.tree.map(np.asarray, probe(restore(wd, s), bits_T))
+    # on one device: the probe program hangs on XLA:CPU when its input is replicated or sharded
+    # over several (forced host) devices, so the first device probes every run
+    one = jax.local_devices()[0]
+    result = _real_runs(probe(jax.device_put(restore(wd, s), one),
+                              jax.device_put(loop.task_bits(wd.cfg), one)), wd)
     rows = probes.rows(result, names, wd.cfg, s, _run_info(wd.grid))
-    metric_writer.append_rows(os.path.join(path, PROBE_FILE), rows)
+    if sharding.is_main_process():
+      metric_writer.append_rows(os.path.join(path, PROBE_FILE), rows)
     out.extend(rows)
   return out
 

@@ -51,6 +51,10 @@ for job, workdir, stop_after in json.loads(sys.argv[2]):
     out["chunk"] = placement((state, metrics, finite))
     out["collectives"] = [op for op in ("all-gather", "all-reduce", "all-to-all",
                                         "collective-permute", "reduce-scatter") if op in hlo]
+  elif job == "passes":  # standalone evaluate and probe over the workdir's checkpoints
+    from compgen_jax import passes
+    out[workdir] = {"eval": passes.evaluate_workdir(workdir, every=True),
+                    "probe": passes.probe_workdir(workdir)}
   else:
     loop.train_and_evaluate(cfg, workdir, stop_after)
     out[workdir] = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
@@ -87,7 +91,8 @@ def runs(tmp_path_factory):
   return {"inspect": four, "ref": one[d["ref"]], "four": four[d["four"]],
           "to1": one[d["to1"]], "to3": three[d["to3"]],
           "to2x2": metric_writer.read_rows(os.path.join(d["to2x2"], "metrics.jsonl")),
-          "to2x2_steps": checkpointing.available_steps(os.path.join(d["to2x2"], "checkpoints"))}
+          "to2x2_steps": checkpointing.available_steps(os.path.join(d["to2x2"], "checkpoints")),
+          "ref_dir": d["ref"]}
 
 
 def _run_two_processes(workdir: str) -> None:
@@ -160,3 +165,17 @@ def test_padding_repeats_the_last_run_and_counts_round_up():
   np.testing.assert_array_equal(jax.random.key_data(padded["k"]),
                                 np.asarray(jax.random.key_data(tree["k"]))[[0, 1, 2, 2, 2]])
   assert sharding.pad(tree, 3)["a"] is tree["a"]  # nothing to pad: no copy
+
+
+def test_passes_over_four_devices_write_the_rows_of_one_device(runs, tmp_path):
+  """The standalone evaluate and probe passes shard the restored runs over the devices (3 runs
+  padded to 4) and write exactly the rows of a one-device pass, once."""
+  for n in (1, 4):
+    shutil.copytree(runs["ref_dir"], tmp_path / f"p{n}")
+  one = _run(1, [["passes", str(tmp_path / "p1"), None]])[str(tmp_path / "p1")]
+  four = _run(4, [["passes", str(tmp_path / "p4"), None]])[str(tmp_path / "p4")]
+  for kind in ("eval", "probe"):
+    assert {r["run"] for r in four[kind]} == {0, 1, 2}
+    _assert_rows_close(four[kind], one[kind])
+  written = metric_writer.read_rows(str(tmp_path / "p4" / "eval.jsonl"))
+  assert len(written) == len(four["eval"]) == 3 * 2  # checkpoints 50 and 100, no padding rows
