@@ -114,10 +114,13 @@ def test_evaluation_from_the_checkpoint_reproduces_the_rows(workdir):
   assert metric_writer.read_rows(os.path.join(workdir, evaluate.EVAL_FILE)) == before
 
 
-def test_bad_config_exits_2_with_one_line(tmp_path):
+@pytest.mark.parametrize("override, field", [
+    ("--config.split.coverage=(0.01,)", "split.coverage"),
+    ("--config.optim.warmup_steps=100", "optim.warmup_steps"),  # tiny trains 100 steps
+])
+def test_bad_config_exits_2_with_one_line(tmp_path, override, field):
   wd = tmp_path / "bad"
-  out = _binary("--config=configs/images.py:tiny", f"--workdir={wd}",
-                "--config.split.coverage=(0.01,)")
+  out = _binary("--config=configs/images.py:tiny", f"--workdir={wd}", override)
   assert out.returncode == 2
-  assert out.stderr.strip().count("\n") == 0 and "split.coverage" in out.stderr
+  assert out.stderr.strip().count("\n") == 0 and field in out.stderr, out.stderr
   assert not wd.exists()

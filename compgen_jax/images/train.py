@@ -17,6 +17,7 @@ from compgen_jax import checkpointing, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import model as model_lib
 from compgen_jax.images import sampler, scenes, split
+from compgen_jax.training import runs as train_runs
 from compgen_jax.training import state as state_lib
 from compgen_jax.training import step as step_lib
 from compgen_jax.types import ConfigError, NonFiniteError
@@ -57,6 +58,7 @@ def validate(cfg: ml_collections.ConfigDict) -> scenes.Geometry:
   for name in ("num_steps", "batch_size", "chunk_size", "checkpoint_every", "log_every"):
     if not cfg.train[name] > 0:
       raise ConfigError(f"train.{name}", f"must be > 0, got {cfg.train[name]}")
+  train_runs.validate_schedule(cfg.optim, cfg.train.num_steps)
   if cfg.train.chunk_size % cfg.train.log_every:
     raise ConfigError("train.log_every", f"must divide train.chunk_size ({cfg.train.chunk_size})"
                       f", got {cfg.train.log_every}")

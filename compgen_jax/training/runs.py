@@ -82,6 +82,17 @@ def _validate_adam(optim: ml_collections.ConfigDict) -> None:
                       f"must be in [0, 1], got {optim.end_factor}")
 
 
+def validate_schedule(optim: ml_collections.ConfigDict, num_steps: int) -> None:
+  """The learning-rate schedule and Adam settings of `optim` (shared with images/)."""
+  if optim.schedule not in SCHEDULES:
+    raise ConfigError("optim.schedule",
+                      f"unknown {optim.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+  if optim.schedule == "warmup_cosine" and not 0 <= optim.warmup_steps < num_steps:
+    raise ConfigError("optim.warmup_steps", f"must be in [0, train.num_steps = {num_steps}) "
+                      f"for warmup_cosine, got {optim.warmup_steps}")
+  _validate_adam(optim)
+
+
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Every check that needs no compilation; raises ConfigError naming the field."""
   if cfg.num_seeds < 1:
@@ -98,14 +109,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     raise ConfigError("encoding.name", f"{cfg.encoding.name!r} is not defined for task family "
                       f"{cfg.task.family!r}")
   students.validate(cfg.student)
-  if cfg.optim.schedule not in SCHEDULES:
-    raise ConfigError("optim.schedule",
-                      f"unknown {cfg.optim.schedule!r}; allowed: {', '.join(SCHEDULES)}")
-  if cfg.optim.schedule == "warmup_cosine" and not (
-      0 <= cfg.optim.warmup_steps < cfg.train.num_steps):
-    raise ConfigError("optim.warmup_steps", f"must be in [0, train.num_steps = "
-                      f"{cfg.train.num_steps}) for warmup_cosine, got {cfg.optim.warmup_steps}")
-  _validate_adam(cfg.optim)
+  validate_schedule(cfg.optim, cfg.train.num_steps)
   for lr in sweep_values(cfg, "learning_rate"):
     if not lr > 0:
       raise ConfigError("optim.learning_rate", f"must be > 0, got {lr}")
