@@ -37,12 +37,34 @@ def _plain(value):
 
 def append_rows(path: str, rows: Iterable[dict]) -> None:
   """Appends rows to a jsonl file, one JSON object per line, in one write (so a kill leaves at
-  most one torn last line, which read_rows drops)."""
+  most one torn last line, which read_rows drops). A torn last line already there is cut off
+  first, so the new rows never run into it."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   text = "".join(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n" for row in rows)
+  if os.path.exists(path):
+    _drop_torn_tail(path)
   with open(path, "a") as f:
     f.write(text)
     f.flush()
+
+
+def _drop_torn_tail(path: str, block: int = 1 << 16) -> None:
+  """Truncates `path` after its last newline (reading back from the end only as far as it)."""
+  with open(path, "rb+") as f:
+    end = f.seek(0, os.SEEK_END)
+    pos = end
+    while pos > 0:
+      start = max(0, pos - block)
+      f.seek(start)
+      chunk = f.read(pos - start)
+      if chunk.endswith(b"\n") and pos == end:
+        return  # intact: the common case costs one small read
+      cut = chunk.rfind(b"\n")
+      if cut >= 0:
+        f.truncate(start + cut + 1)
+        return
+      pos = start
+    f.truncate(0)  # no newline at all: the whole file is one torn line
 
 
 def read_rows(path: str) -> list[dict]:

@@ -160,13 +160,13 @@ def probe_workdir(path: str, step: int | None = None, every: bool = False) -> li
   steps = select_steps(wd, step, every)
   names = activations.layer_names(jax.tree.map(lambda a: jax.ShapeDtypeStruct(
       a.shape[1:], a.dtype), wd.abstract), wd.cfg)
+  # on one device: the probe program hangs on XLA:CPU when its input is replicated or sharded
+  # over several (forced host) devices, so the first device probes every run
+  one = jax.local_devices()[0]
+  bits_T = jax.device_put(loop.task_bits(wd.cfg), one)
   out = []
   for s in steps:
-    # on one device: the probe program hangs on XLA:CPU when its input is replicated or sharded
-    # over several (forced host) devices, so the first device probes every run
-    one = jax.local_devices()[0]
-    result = _real_runs(probe(jax.device_put(restore(wd, s), one),
-                              jax.device_put(loop.task_bits(wd.cfg), one)), wd)
+    result = _real_runs(probe(jax.device_put(restore(wd, s), one), bits_T), wd)
     rows = probes.rows(result, names, wd.cfg, s, _run_info(wd.grid))
     if sharding.is_main_process():
       metric_writer.append_rows(os.path.join(path, PROBE_FILE), rows)

@@ -53,6 +53,25 @@ def test_torn_last_line_is_dropped_and_other_garbage_is_an_error(tmp_path):
     metric_writer.read_rows(path)
 
 
+@pytest.mark.parametrize("block", [4, 1 << 16])  # a torn line longer / shorter than a block
+@pytest.mark.parametrize("before", [0, 2])
+def test_appending_after_a_torn_line_cuts_it_off_first(tmp_path, block, before, monkeypatch):
+  """append_rows after a kill mid-append: the torn line goes, the new rows follow the intact
+  ones (also when the torn line is the whole file)."""
+  real = metric_writer._drop_torn_tail
+  monkeypatch.setattr(metric_writer, "_drop_torn_tail", lambda p: real(p, block))
+  path = str(tmp_path / "m.jsonl")
+  old = [{"step": i, "a": float(i)} for i in range(before)]
+  if old:
+    metric_writer.append_rows(path, old)
+  with open(path, "a") as f:
+    f.write('{"step": 9, "text": "a long row cut by a kill')
+  metric_writer.append_rows(path, [{"step": 10, "a": 1.0}])
+  assert metric_writer.read_rows(path) == old + [{"step": 10, "a": 1.0}]
+  metric_writer.append_rows(path, [{"step": 11, "a": 2.0}])  # an intact file is left as is
+  assert metric_writer.read_rows(path)[-2:] == [{"step": 10, "a": 1.0}, {"step": 11, "a": 2.0}]
+
+
 @pytest.mark.parametrize("content,match", [("{not json", "not valid JSON"),
                                            ("[1, 2]", "JSON list")])
 def test_damaged_config_json_is_a_config_error(tmp_path, content, match):

@@ -47,7 +47,7 @@ def left_pad(seqs: list[list[int]], pad_id: int, pad_to: int, rows: int
 
 def stop_tokens(sp, stop_strings: Sequence[str]) -> tuple[tuple[int, ...], ...]:
   """Stop strings as token sequences (as the tokenizer writes them on their own)."""
-  return tuple(tuple(sp.encode(s)) for s in stop_strings if sp.encode(s))
+  return tuple(ids for ids in (tuple(sp.encode(s)) for s in stop_strings) if ids)
 
 
 def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,

@@ -16,6 +16,11 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_eval import benchmarks, decoding, report, systems, tiny
 from compgen_jax.types import CheckpointError, ConfigError
 
+# score fields besides "correct" that the summary also averages: GSM8K strict-match, MATH by the
+# authors' string comparison, HumanEval+ / MBPP+ on the base inputs only
+SECONDARY = {"correct_strict": "accuracy_strict", "correct_authors": "accuracy_authors",
+             "base": "accuracy_base"}
+
 
 def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
   """Everything checkable before a model is read: ConfigError / DataError naming the field."""
@@ -45,26 +50,13 @@ def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
   return resolved
 
 
-def _done_rows(path: str) -> list[dict]:
-  """The rows of a results file, rewritten without a torn last line so appends stay valid."""
-  rows = metric_writer.read_rows(path)
-  if os.path.exists(path):
-    with open(path) as f:
-      intact = f.read().endswith("\n") or os.path.getsize(path) == 0
-    if not intact:
-      tmp = path + ".tmp"
-      metric_writer.append_rows(tmp, rows)
-      os.replace(tmp, path)
-  return rows
-
-
 def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, workdir: str
             ) -> None:
   """Generates and scores the problems of one benchmark not yet in its results file."""
   bench = benchmarks.BENCHMARKS[bench_name]
   settings = cfg.benchmarks[bench_name]
   path = os.path.join(workdir, bench_name, f"{system.name}.jsonl")
-  done = {r["id"] for r in _done_rows(path)}
+  done = {r["id"] for r in metric_writer.read_rows(path)}  # a torn last line is dropped
   todo = [p for p in problems if p.id not in done]
   if not todo:
     return
@@ -131,10 +123,9 @@ def summarize(workdir: str, cfg, resolved: list[systems.System]) -> list[dict]:
              "finish_eos": float(np.mean([r["finish"] == "eos" for r in rows])),
              "finish_budget": float(np.mean([r["finish"] == "budget" for r in rows])),
              "mean_p_eos": sum(r["sum_p_eos"] for r in rows) / tokens}
-      for extra in ("correct_strict", "correct_authors", "base_correct"):
-        if extra in rows[0]:
-          row[extra.replace("correct", "accuracy")] = float(np.mean([bool(r[extra])
-                                                                     for r in rows]))
+      for field, name in SECONDARY.items():
+        if field in rows[0]:
+          row[name] = float(np.mean([bool(r[field]) for r in rows]))
       if system.kind == "composed":
         both = np.sum([r["both_active_KxK"] for r in rows], axis=0) / tokens
         k = both.shape[0]
