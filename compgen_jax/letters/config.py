@@ -50,7 +50,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   _check(cfg.init in INITS, "init", f"{cfg.init!r} not in {INITS}")
   m, d = cfg.model, cfg.data
   _check(m.positions in POSITIONS, "model.positions", f"{m.positions!r} not in {POSITIONS}")
-  _check(m.width >= 1 and m.num_heads >= 1 and m.width % m.num_heads == 0, "model.num_heads",
+  _check(m.width >= 1, "model.width", f"must be >= 1, got {m.width}")
+  _check(m.num_heads >= 1 and m.width % m.num_heads == 0, "model.num_heads",
          f"must divide model.width={m.width}")
   _check(m.positions != "rotary" or (m.width // m.num_heads) % 2 == 0, "model.width",
          "rotary positions need an even head dimension (width / num_heads)")
