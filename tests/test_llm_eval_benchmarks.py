@@ -207,18 +207,18 @@ def test_code_evalplus_special_cases():
   assert not evalplus.matches("x", 2.0, 1e-6, [[-4, 0, 1]], "poly_root")
 
 
-def test_code_reference_outputs_are_cached(tmp_path, monkeypatch):
+def test_code_reference_outputs_are_held_in_memory(tmp_path, monkeypatch):
   problems, s = load("mbpp_plus")
   completions = ["def count_vowels(t):\n    return 0\n"] * 3
-  BENCHMARKS["mbpp_plus"].score(problems, completions, s, str(tmp_path))
-  with open(tmp_path / "mbpp_plus_expected.json") as f:
-    assert len(json.load(f)) == 3
+  evalplus._EXPECTED.clear()
   calls = []
   run_many = sandbox.run_many
   monkeypatch.setattr(sandbox, "run_many", lambda jobs, *a: calls.append(len(jobs))
                       or run_many(jobs, *a))
-  BENCHMARKS["mbpp_plus"].score(problems, completions, s, str(tmp_path))
-  assert calls == [0, 3]  # no reference reruns, three candidates
+  first = BENCHMARKS["mbpp_plus"].score(problems, completions, s, str(tmp_path))
+  second = BENCHMARKS["mbpp_plus"].score(problems, completions, s, str(tmp_path))
+  assert calls == [3, 3, 0, 3]  # references once, then only the three candidates
+  assert first == second and os.listdir(tmp_path) == []  # nothing a candidate could rewrite
 
 
 def test_limit_and_reference_programs():

@@ -1,29 +1,41 @@
-"""The sandbox that runs generated code: timeouts, memory limits, JSON results, throwaway cwd."""
+"""The sandbox that runs generated code: timeouts, memory limits, JSON results, throwaway cwd.
+
+Isolated where the machine allows it (tests/test_sandbox_attacks.py holds the attacks); what
+needs the isolation is marked, the rest also runs the unisolated fallback."""
 
 import json
 import os
+import sys
 import time
+
+import pytest
 
 from compgen_jax.llm_eval import sandbox
 from compgen_jax.llm_eval.sandbox import Job
 
+ISOLATED = sandbox.isolation_problem() is None
+PREFIXES = (sys.prefix, sys.base_prefix)
+needs_isolation = pytest.mark.skipif(
+    not ISOLATED, reason=f"no sandbox isolation here: {sandbox.isolation_problem()}")
 
-def run(program, inputs=((),), entry_point="f", timeout_s=2.0, memory_mb=512):
-  return sandbox.run(Job(program, entry_point, [list(i) for i in inputs]), timeout_s, memory_mb)
+
+def run(program, inputs=((),), entry_point="f", timeout_s=2.0, memory_mb=512, **kwargs):
+  kwargs.setdefault("isolated", ISOLATED)
+  return sandbox.run(Job(program, entry_point, [list(i) for i in inputs]), timeout_s, memory_mb,
+                     **kwargs)
 
 
-def gone(pid: int) -> bool:
-  """No such process, or a zombie whose parent was killed (no init may reap it here)."""
-  deadline = time.monotonic() + 3
-  while time.monotonic() < deadline:
+def processes_with(marker: str) -> list[int]:
+  """The host's live processes whose command line holds marker (zombies have none)."""
+  pids = []
+  for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
-      with open(f"/proc/{pid}/stat") as f:
-        if f.read().split(")")[-1].split()[0] == "Z":
-          return True
-    except FileNotFoundError:
-      return True
-    time.sleep(0.05)
-  return False
+      with open(f"/proc/{pid}/cmdline", "rb") as f:
+        if marker.encode() in f.read():
+          pids.append(int(pid))
+    except OSError:
+      pass
+  return pids
 
 
 def test_infinite_loop_times_out():
@@ -33,20 +45,21 @@ def test_infinite_loop_times_out():
   assert time.monotonic() - start < 2.0
 
 
-def test_timeout_kills_forked_children(tmp_path):
-  # The guard hides os.fork; posix.fork shows that it is no security boundary, and that the
-  # process-group kill still reaches what the program started.
-  program = ("import posix, time\ndef f(path):\n  pid = posix.fork()\n  if pid == 0:\n"
-             "    time.sleep(60)\n    posix._exit(0)\n  open(path, 'w').write(str(pid))\n"
-             "  {}\n")
+@needs_isolation
+def test_what_the_job_started_dies_with_it():
+  # A detached child (fork, setsid, exec sleep) marked in its command line: it must be gone when
+  # run() returns, after a timeout and after a normal return (results kept though it held the
+  # result pipe).
+  marker = f"{time.time() % 1000:.6f}"
+  program = ("import os, posix, time\ndef f():\n  if posix.fork() == 0:\n    posix.setsid()\n"
+             f"    os.execv('/bin/sleep', ['sleep', '{marker}'])\n  time.sleep(0.2)\n  {{}}\n")
   start = time.monotonic()
-  hung = run(program.format("time.sleep(60)"), [[str(tmp_path / "a")]], timeout_s=1.0)
+  hung = run(program.format("time.sleep(60)"), timeout_s=1.0)
   assert hung.status == "timeout" and time.monotonic() - start < 3.0
-  assert gone(int((tmp_path / "a").read_text()))
-  # A child still holding the result pipe after the program returned: results are kept.
-  returned = run(program.format("return 1"), [[str(tmp_path / "b")]], timeout_s=1.0)
+  assert processes_with(f"sleep\0{marker}") == []
+  returned = run(program.format("return 1"), timeout_s=2.0)
   assert returned == sandbox.Result("ok", [1], None)
-  assert gone(int((tmp_path / "b").read_text()))
+  assert processes_with(f"sleep\0{marker}") == []
 
 
 def test_memory_limit_turns_allocation_into_an_error():
@@ -81,23 +94,63 @@ def test_inputs_are_copied_and_errors_reported():
   assert run("import sys\ndef f():\n  sys.exit(3)\n").status == "error"
 
 
+def test_forged_result_lines_are_never_ok():
+  # The program shares a process with the code writing results (fd 3): an early exit after a
+  # forged "done", extra outputs, or junk lines must not read as a finished job.
+  write = "import os\ndef f(x):\n  os.write(3, {!r})\n  {}\n"
+  early = run(write.format(b'{"out": 1}\n{"done": true}\n', "os._exit(0)"), [[1], [2]])
+  assert early.status == "error" and early.outputs == [1]
+  extra = run(write.format(b'{"out": 7}\n', "return 7"), [[1]])
+  assert extra == sandbox.Result("error", [7], "more results than inputs")
+  junk = run(write.format(b'[1]\n5\n{"out": 1, "done": true}\n' + b"[" * 100000 + b"\n",
+                          "return x"), [[1]])
+  assert junk == sandbox.Result("ok", [1], None)
+
+
+def test_result_bytes_are_capped():
+  flood = run("import os\ndef f():\n  for _ in range(40):\n    os.write(3, b'x' * (1 << 20))\n",
+              output_mb=2)
+  assert flood.status == "error" and "more than 2 MiB" in flood.message
+
+
 def test_working_directory_is_a_throwaway(tmp_path):
   keep = tmp_path / "keep.txt"
   keep.write_text("precious")
   program = ("import os, shutil\ndef f(keep):\n  open('scratch.txt', 'w').write('x')\n"
-             "  try:\n    shutil.rmtree(os.path.dirname(keep))\n  except TypeError:\n"
-             "    pass\n  return os.getcwd()\n")
+             "  try:\n    shutil.rmtree(os.path.dirname(keep))\n  except (TypeError, OSError):\n"
+             "    pass\n  return os.getcwd(), os.path.exists(keep)\n")
   result = run(program, [[str(keep)]])
   assert result.status == "ok", result.message
-  cwd = result.outputs[0]
-  assert cwd != os.getcwd() and not os.path.exists(cwd)
-  assert not os.path.exists("scratch.txt") and keep.read_text() == "precious"
+  cwd, saw_keep = result.outputs[0]
+  assert not os.path.exists(os.path.join(cwd, "scratch.txt")) and keep.read_text() == "precious"
+  assert saw_keep is not ISOLATED  # isolated, the host's files are out of sight
+
+
+def test_unisolated_fallback_runs_the_same_jobs():
+  program = "import os\ndef f(n):\n  return [n] * n\n"
+  isolated = run(program, [[2], [3]])
+  assert run(program, [[2], [3]], isolated=False) == isolated == sandbox.Result(
+      "ok", [[2, 2], [3, 3, 3]], None)
+  guarded = run("import os\ndef f():\n  return os.unlink is None\n", isolated=False)
+  assert guarded.outputs == [True]  # damage control against mistakes, not a boundary
+
+
+@needs_isolation
+def test_isolated_job_sees_only_the_interpreter():
+  program = ("import os, sys\ndef f():\n  return sorted(os.listdir('/')), os.listdir('/proc'), "
+             "os.getuid(), os.listdir('/tmp'), sys.prefix\n")
+  (top, proc, uid, scratch, prefix), = run(program).outputs
+  assert set(top) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "dev", "proc",
+                      "tmp", *[os.path.realpath(p).split("/")[1] for p in PREFIXES]}
+  assert os.path.isdir(prefix) and scratch == []
+  assert sorted(int(p) for p in proc if p.isdigit()) == [1, 2]  # PID 1 and the job
+  assert uid not in (0, os.getuid())
 
 
 def test_parallel_workers_match_one_worker():
   jobs = [Job(f"def f(n):\n  return [n] * {k} if {k} % 3 else 1 // 0\n", "f", [[k], [k + 1]])
           for k in range(6)]
-  one = sandbox.run_many(jobs, 2.0, 512, workers=1)
-  many = sandbox.run_many(jobs, 2.0, 512, workers=3)
+  one = sandbox.run_many(jobs, 2.0, 512, workers=1, isolated=ISOLATED)
+  many = sandbox.run_many(jobs, 2.0, 512, workers=3, isolated=ISOLATED)
   assert one == many
   assert [r.status for r in one] == ["error", "ok", "ok"] * 2

@@ -2,16 +2,17 @@
 
 The model continues problem["prompt"]; the program is sanitise(prompt + completion): trailing
 lines dropped until it parses, then the imports and the definitions the entry point reaches. The
-reference program's outputs on base_input and plus_input (computed through the same sandbox, so
-both sides are encoded alike) are the expected values. `base` passes if every base input matches,
-`plus` (the paper's pass@1) if base and every plus input do.
+reference program's outputs on base_input and plus_input (computed in their own pass through the
+same sandbox, so both sides are encoded alike, and held in this process's memory, never in a file
+a candidate could reach) are the expected values. `base` passes if every base input matches,
+`plus` (the paper's pass@1) if base and every plus input do. Generated code runs only isolated
+(sandbox.py) unless the settings say allow_unisolated=True; every row records which it was.
 """
 
 import ast
 import hashlib
 import json
 import math
-import os
 import warnings
 
 import ml_collections
@@ -19,7 +20,7 @@ import ml_collections
 from compgen_jax.llm_eval import base, sandbox
 from compgen_jax.llm_eval import evalplus_special as special
 from compgen_jax.llm_eval.base import Benchmark, Problem
-from compgen_jax.types import DataError
+from compgen_jax.types import ConfigError, DataError
 
 # Each stop string starts a top-level statement that sanitise() drops (a test call, a print, an
 # assert, a __main__ block or a main() nothing reaches), so stopping there never changes the
@@ -31,11 +32,15 @@ RTOL = 1e-7  # np.testing.assert_allclose's default, which evalplus uses
 _FIELDS = {"task_id": str, "prompt": str, "entry_point": str, "canonical_solution": str,
            "base_input": list, "plus_input": list}
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_EXPECTED = {}  # {hash of a problem's target: the reference's outputs}, for this process only
 
 
 def default_settings() -> ml_collections.ConfigDict:
+  # output_mb: what one job may write back (all its inputs' results); more is an error.
+  # allow_unisolated: run generated code without namespaces where they are unavailable, accepting
+  # that it can then read the references, touch files and outlive its job.
   return ml_collections.ConfigDict(dict(path="", limit=0, timeout_s=10.0, workers=2,
-                                        memory_mb=2048))
+                                        memory_mb=2048, output_mb=64, allow_unisolated=False))
 
 
 def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
@@ -44,7 +49,23 @@ def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
   base.check_positive(settings, prefix, "timeout_s")
   base.check_int(settings, prefix, "workers", 1)
   base.check_int(settings, prefix, "memory_mb", 64)
+  base.check_int(settings, prefix, "output_mb", 1)
+  if not isinstance(settings.allow_unisolated, bool):
+    raise ConfigError(f"{prefix}.allow_unisolated",
+                      f"must be True or False, got {settings.allow_unisolated!r}")
+  isolated(settings, prefix)
   base.check_file(settings, prefix, "path")
+
+
+def isolated(settings: ml_collections.ConfigDict, prefix: str) -> bool:
+  """Whether generated code will run isolated; ConfigError if it cannot and the settings do not
+  accept the risk."""
+  problem = sandbox.isolation_problem()
+  if problem and not settings.allow_unisolated:
+    raise ConfigError(f"{prefix}.allow_unisolated", f"generated code cannot be isolated here "
+                      f"({problem}); {sandbox.HOW_TO_ISOLATE}, or set {prefix}.allow_unisolated"
+                      f"=True to run it unisolated at your own risk")
+  return problem is None
 
 
 def _parse(program: str) -> ast.Module:
@@ -181,32 +202,20 @@ def _judge(result: sandbox.Result, expected: list, target: dict) -> dict:
               plus=False, message=message)
 
 
-def _expected(problems, settings, cache_path: str | None) -> dict:
-  """{problem id: reference outputs, or a sandbox.Result if the reference failed}, from the
-  JSON cache where its key (a hash of the reference and inputs) matches."""
+def _expected(problems, settings, isolated: bool) -> dict:
+  """{problem id: reference outputs, or a sandbox.Result if the reference failed}, computed in a
+  pass of their own and kept in memory for the other systems of this run."""
   keys = {p.id: hashlib.sha256(json.dumps(p.target, sort_keys=True).encode()).hexdigest()
           for p in problems}
-  cache = {}
-  if cache_path and os.path.exists(cache_path):
-    with open(cache_path, encoding="utf-8") as f:
-      try:
-        cache = json.load(f)
-      except ValueError:
-        pass  # a cut-off cache is recomputed
-  todo = [p for p in problems if keys[p.id] not in cache]
-  jobs = [_job(p.target["reference"], p.target) for p in todo]
-  out = {p.id: cache[keys[p.id]] for p in problems if keys[p.id] in cache}
-  for problem, result in zip(todo, _run(jobs, settings), strict=True):
-    out[problem.id] = result.outputs if result.status == "ok" else result
+  todo = [p for p in problems if keys[p.id] not in _EXPECTED]
+  results = _run([_job(p.target["reference"], p.target) for p in todo], settings, isolated)
+  failed = {}
+  for problem, result in zip(todo, results, strict=True):
     if result.status == "ok":
-      cache[keys[problem.id]] = result.outputs
-  if cache_path and todo:
-    os.makedirs(os.path.dirname(cache_path) or ".", exist_ok=True)
-    scratch = f"{cache_path}.{os.getpid()}.tmp"
-    with open(scratch, "w", encoding="utf-8") as f:
-      json.dump(cache, f)
-    os.replace(scratch, cache_path)
-  return out
+      _EXPECTED[keys[problem.id]] = result.outputs
+    else:
+      failed[problem.id] = result
+  return {p.id: failed[p.id] if p.id in failed else _EXPECTED[keys[p.id]] for p in problems}
 
 
 def _job(program: str, target: dict) -> sandbox.Job:
@@ -214,8 +223,9 @@ def _job(program: str, target: dict) -> sandbox.Job:
   return sandbox.Job(program, entry_point, target["base_input"] + target["plus_input"])
 
 
-def _run(jobs: list[sandbox.Job], settings) -> list[sandbox.Result]:
-  return sandbox.run_many(jobs, float(settings.timeout_s), settings.memory_mb, settings.workers)
+def _run(jobs: list[sandbox.Job], settings, isolated: bool) -> list[sandbox.Result]:
+  return sandbox.run_many(jobs, float(settings.timeout_s), settings.memory_mb, settings.workers,
+                          settings.output_mb, isolated)
 
 
 def make(name: str, dataset: str) -> Benchmark:
@@ -223,13 +233,15 @@ def make(name: str, dataset: str) -> Benchmark:
 
   def score(problems: list[Problem], completions: list[str], settings: ml_collections.ConfigDict,
             cache_dir: str | None) -> list[dict]:
-    """Per problem: "correct" (= plus), base, plus, status, message, "extracted" (the program)."""
-    cache_path = os.path.join(cache_dir, f"{name}_expected.json") if cache_dir else None
-    expected = _expected(problems, settings, cache_path)
+    """Per problem: "correct" (= plus), base, plus, status, message, "extracted" (the program),
+    "isolated". Nothing goes to cache_dir: a file there would be within a candidate's reach."""
+    del cache_dir
+    safe = isolated(settings, f"benchmarks.{name}")
+    expected = _expected(problems, settings, safe)
     programs = [sanitize(p.prompt + c, p.target["entry_point"])
                 for p, c in zip(problems, completions, strict=True)]
     results = _run([_job(program, p.target)
-                    for p, program in zip(problems, programs, strict=True)], settings)
+                    for p, program in zip(problems, programs, strict=True)], settings, safe)
     out = []
     for problem, program, result in zip(problems, programs, results, strict=True):
       reference = expected[problem.id]
@@ -238,7 +250,7 @@ def make(name: str, dataset: str) -> Benchmark:
                        message=f"reference solution: {reference.message}")
       else:
         verdict = _judge(result, reference, problem.target)
-      out.append(dict(correct=verdict["plus"], extracted=program, **verdict))
+      out.append(dict(correct=verdict["plus"], extracted=program, isolated=safe, **verdict))
     return out
 
   return Benchmark(name, default_settings, validate, lambda settings: load(settings, dataset),

@@ -1,32 +1,57 @@
-"""Runs untrusted generated code: one throwaway subprocess per job, JSON in and out.
+"""Runs untrusted generated code: one throwaway, isolated process tree per job, JSON in and out.
 
-The parent starts this file as a script (`python -s -P sandbox.py`) in a fresh temporary directory,
-in a new session (so a timeout kills the whole process group), with a minimal environment. The
-child limits its own memory, CPU time and file sizes, hides destructive os/shutil/subprocess
-functions, execs the program, calls the entry point on each input and writes one JSON line per
-result. This is damage control against buggy code, not a security boundary. Standard library only:
-the child imports nothing else.
+Isolated (the default; Linux, root, util-linux `unshare`): each job is one `unshare` call with new
+mount, PID, network, IPC and UTS namespaces. This file runs as PID 1 there: it mounts a new root
+on a tmpfs holding read-only, nosuid views of /usr (and the merged /bin, /lib...), the Python
+prefixes and four /dev nodes, a fresh /proc (the job's processes only) and a small private /tmp,
+chroots into it and forks the job's process, which drops to a fresh unprivileged uid with
+no_new_privs, sets rlimits (processes, memory, CPU, file size, open files, no core), execs the
+program and writes one JSON line per input. When PID 1 exits (the job returned, its wall-clock
+alarm rang, or the scorer killed `unshare`, which takes PID 1 with it) the kernel kills every
+process left in the namespace. The scorer reads back a capped number of bytes and never sees
+anything else of the job. Not covered: kernel exploits, side channels, CPU contention.
+
+Unisolated (only when the caller accepts the risk): a plain subprocess in its own session with
+the same limits and a guard hiding destructive os functions, which stops mistakes, not attacks.
+Standard library only: the job imports nothing else.
 """
 
 import concurrent.futures
 import copy
+import ctypes
+import functools
 import json
 import math
 import os
+import random
 import resource
+import selectors
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import NamedTuple
 
 _FILE_BYTES = 16 << 20  # RLIMIT_FSIZE: scratch files only; results travel over a pipe
+_SCRATCH = "size=64m,nr_inodes=4096"  # the job's /tmp
+_PROCESSES = 16  # RLIMIT_NPROC (threads count) of the job's uid, which nothing else uses
+_OPEN_FILES = 256
+_GRACE_S = 1.0  # PID 1's alarm rings this long after the scorer's own deadline
 _BIG_INT_BITS = 10_000  # ints this long go as hex: decimal str() is capped at 4300 digits
 _MESSAGE_CHARS = 300
+_SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_DEVICES = ("null", "zero", "random", "urandom")
 _GUARDED_OS = ("kill", "killpg", "system", "fork", "forkpty", "setsid", "setpgid",
                "remove", "unlink", "removedirs", "rmdir", "rename", "renames", "replace",
                "truncate", "chmod", "chown", "fchmod", "fchown", "lchown", "chroot", "setuid",
                "chdir", "fchdir")
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND = 32, 4096
+_PR_SET_NO_NEW_PRIVS = 38
+HOW_TO_ISOLATE = ("run the scorer as root on Linux with util-linux `unshare` installed "
+                  "(docs/composition.md, 'Sandbox')")
 
 
 class Job(NamedTuple):
@@ -36,7 +61,7 @@ class Job(NamedTuple):
 
 
 class Result(NamedTuple):
-  status: str  # "ok" (every input returned), "error" or "timeout"
+  status: str  # "ok" (exactly one output per input), "error" or "timeout"
   outputs: list  # encode()d return values of the inputs that finished, in order
   message: str | None
 
@@ -63,89 +88,242 @@ def _sort_key(encoded) -> str:
   return json.dumps(encoded, sort_keys=True)
 
 
-def run(job: Job, timeout_s: float, memory_mb: int) -> Result:
-  """Runs one job in its own subprocess; the process group is killed after timeout_s seconds."""
-  request = json.dumps(dict(program=job.program, entry_point=job.entry_point, inputs=job.inputs,
-                            memory_mb=memory_mb, cpu_s=math.ceil(timeout_s) + 1))
-  with tempfile.TemporaryDirectory(prefix="sandbox_", ignore_cleanup_errors=True) as cwd:
+@functools.cache
+def isolation_problem() -> str | None:
+  """Why jobs cannot run isolated on this machine (None if they can): checked once by running a
+  trivial job."""
+  if sys.platform != "linux":
+    return f"Linux namespaces are needed, this is {sys.platform}"
+  if shutil.which("unshare") is None:
+    return "util-linux `unshare` is not installed"
+  if os.geteuid() != 0:
+    return "the job's namespaces and uid switch need root"
+  result, stderr = _execute(Job("def f():\n  return 1\n", "f", [[]]), 10.0, 256, 1 << 20, True)
+  if result != Result("ok", [1], None):
+    return f"a test job failed ({(stderr.strip().splitlines() or [result.message])[-1]})"
+  return None
+
+
+def run(job: Job, timeout_s: float, memory_mb: int, output_mb: int = 64,
+        isolated: bool = True) -> Result:
+  """Runs one job; it is killed after timeout_s seconds or output_mb MiB of results.
+  isolated=False runs it without namespaces (the caller accepts the risk)."""
+  if isolated and isolation_problem():
+    raise RuntimeError(f"cannot isolate generated code: {isolation_problem()}; {HOW_TO_ISOLATE}")
+  return _execute(job, timeout_s, memory_mb, output_mb << 20, isolated)[0]
+
+
+def run_many(jobs: list[Job], timeout_s: float, memory_mb: int, workers: int,
+             output_mb: int = 64, isolated: bool = True) -> list[Result]:
+  """run() over jobs with `workers` jobs at a time; results in job order."""
+  with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+    return list(pool.map(lambda job: run(job, timeout_s, memory_mb, output_mb, isolated), jobs))
+
+
+def _execute(job: Job, timeout_s: float, memory_mb: int, output_bytes: int,
+             isolated: bool) -> tuple[Result, str]:
+  """(the job's Result, what the launcher wrote on stderr)."""
+  request = dict(job._asdict(), memory_mb=memory_mb, cpu_s=math.ceil(timeout_s) + 1,
+                 wall_s=timeout_s + _GRACE_S, uid=random.SystemRandom().randrange(1 << 20, 1 << 30))
+  script = [sys.executable, "-s", "-P", os.path.abspath(__file__)]
+  with (tempfile.TemporaryDirectory(prefix="sandbox_", ignore_cleanup_errors=True) as directory,
+        tempfile.TemporaryFile() as stderr):
+    with open(os.path.join(directory, "request.json"), "w", encoding="utf-8") as f:
+      json.dump(request, f)
     # -s -P (no user site, no script or cwd on sys.path) is -I minus -E: -E would drop
     # PYTHONHASHSEED, and a fixed seed makes str-set iteration orders agree between the
     # reference run and the candidate run.
-    proc = subprocess.Popen(
-        [sys.executable, "-s", "-P", os.path.abspath(__file__)], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=_environment(cwd),
-        start_new_session=True, text=True, encoding="utf-8", errors="replace")
-    timed_out = False
+    if isolated:
+      command = ["unshare", "--mount", "--net", "--ipc", "--uts", "--pid", "--fork",
+                 "--kill-child", *script, "isolated", directory]
+    else:
+      command = [*script, "unisolated", directory]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=stderr, cwd=directory, start_new_session=True,
+                            env=_environment("/tmp" if isolated else directory))
     try:
-      out, _ = proc.communicate(request, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-      timed_out = True
-      _kill_group(proc.pid)
-      try:  # what was written before the kill
-        out, _ = proc.communicate(timeout=5)
-      except subprocess.TimeoutExpired:  # a grandchild outside the group holds the pipe
-        out = ""
-        proc.kill()
-        proc.wait()
+      out, ended = _read(proc, time.monotonic() + timeout_s, output_bytes)
     finally:
-      _kill_group(proc.pid)  # grandchildren that outlive a normal exit
-  return _result(out, proc.returncode, timed_out, timeout_s)
+      _kill(proc)
+    stderr.seek(0)
+    message = stderr.read(4000).decode("utf-8", "replace")
+  lines = _parse(out.decode("utf-8", "replace"))
+  return _result(lines, len(job.inputs), ended, proc.returncode, timeout_s, output_bytes), message
 
 
-def run_many(jobs: list[Job], timeout_s: float, memory_mb: int, workers: int) -> list[Result]:
-  """run() over jobs with `workers` subprocesses at a time; results in job order."""
-  with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-    return list(pool.map(lambda job: run(job, timeout_s, memory_mb), jobs))
-
-
-def _environment(cwd: str) -> dict:
-  return {"PATH": "/usr/bin:/bin", "HOME": cwd, "TMPDIR": cwd, "LANG": "C.UTF-8",
+def _environment(home: str) -> dict:
+  return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
           "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8", "OMP_NUM_THREADS": "1",
           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _kill_group(pgid: int) -> None:
+def _read(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, str]:
+  """At most cap bytes of the job's results, and how reading ended: "eof" (every process
+  holding the pipe is gone), "exited" (unisolated: the job returned, what it started holds the
+  pipe), "timeout" or "flood"."""
+  out, fd = bytearray(), proc.stdout.fileno()
+  with selectors.DefaultSelector() as selector:
+    selector.register(fd, selectors.EVENT_READ)
+    while True:
+      left = deadline - time.monotonic()
+      if left <= 0:
+        return bytes(out), "timeout"
+      if not selector.select(min(left, 0.2)):
+        if proc.poll() is not None:
+          return bytes(out), "exited"
+        continue
+      chunk = os.read(fd, 1 << 16)
+      if not chunk:
+        return bytes(out), "eof"
+      out += chunk
+      if len(out) > cap:
+        return bytes(out[:cap]), "flood"
+
+
+def _kill(proc: subprocess.Popen) -> None:
+  """Kills the job: `unshare` (its PID 1 and so its whole namespace die with it), or the
+  unisolated job's process group; waits until the pipe is closed, 5 s at most."""
   try:
-    os.killpg(pgid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
   except (ProcessLookupError, PermissionError):
     pass
+  deadline = time.monotonic() + 5
+  with selectors.DefaultSelector() as selector:
+    selector.register(proc.stdout.fileno(), selectors.EVENT_READ)
+    while time.monotonic() < deadline and selector.select(deadline - time.monotonic()):
+      if not os.read(proc.stdout.fileno(), 1 << 16):
+        break
+  proc.stdout.close()
+  proc.wait()
 
 
-def _result(out: str, returncode: int, timed_out: bool, timeout_s: float) -> Result:
+def _parse(out: str) -> list[dict]:
   lines = []
   for line in out.splitlines():
     try:
-      lines.append(json.loads(line))
-    except ValueError:
-      pass  # a line cut by the kill
+      value = json.loads(line)
+    except (ValueError, RecursionError):
+      continue  # a line cut by the kill, or garbage
+    if isinstance(value, dict) and len(value) == 1 and set(value) <= {"out", "error", "done"}:
+      lines.append(value)
+  return lines
+
+
+def _result(lines: list[dict], num_inputs: int, ended: str, returncode: int | None,
+            timeout_s: float, output_bytes: int) -> Result:
+  """The job's verdict from its result lines: "ok" needs exactly one output per input and a
+  final "done", so exiting early or forging lines is an error, never a pass."""
   outputs = [line["out"] for line in lines if "out" in line]
   errors = [line["error"] for line in lines if "error" in line]
+  if len(outputs) > num_inputs:
+    return Result("error", outputs[:num_inputs], "more results than inputs")
   if errors:
-    return Result("error", outputs, errors[0])
-  if any("done" in line for line in lines):
+    return Result("error", outputs, str(errors[0])[:_MESSAGE_CHARS])
+  if ended == "flood":
+    return Result("error", outputs, f"wrote more than {output_bytes >> 20} MiB of results")
+  if lines and "done" in lines[-1] and len(outputs) == num_inputs:
     return Result("ok", outputs, None)
-  if timed_out:
+  if ended == "timeout":
     return Result("timeout", outputs, f"timed out after {timeout_s:g} s")
   if returncode is not None and returncode < 0:
     return Result("error", outputs, f"killed by {signal.Signals(-returncode).name}")
+  if returncode is not None and returncode > 128 and returncode - 128 in signal.valid_signals():
+    return Result("error", outputs, f"killed by {signal.Signals(returncode - 128).name}")
   return Result("error", outputs, f"exited with code {returncode} before finishing")
 
 
-# ---------------------------------------------------------------- the child (run as a script) --
+# ------------------------------------------------------ inside the job (this file as a script) --
 
-def _limit(memory_mb: int, cpu_s: int) -> None:
-  for kind, value in ((resource.RLIMIT_AS, memory_mb << 20), (resource.RLIMIT_CPU, cpu_s),
-                      (resource.RLIMIT_FSIZE, _FILE_BYTES), (resource.RLIMIT_CORE, 0)):
+def _libc_call(name: str, *args) -> None:
+  libc = ctypes.CDLL(None, use_errno=True)
+  if getattr(libc, name)(*args) != 0:
+    errno = ctypes.get_errno()
+    raise OSError(errno, f"{name}{args}: {os.strerror(errno)}")
+
+
+def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") -> None:
+  _libc_call("mount", source.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags),
+             data.encode())
+
+
+def _bind(source: str, target: str, flags: int = _MS_NODEV) -> None:
+  """A read-only, nosuid view of source at target (a directory or a device node)."""
+  if os.path.isdir(source):
+    os.makedirs(target, exist_ok=True)
+  else:
+    open(target, "w").close()
+  _mount(source, target, "", _MS_BIND)
+  _mount("", target, "", _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | flags)
+
+
+def _build_root(root: str, uid: int) -> None:
+  """The job's whole file system, on a tmpfs over root: what the interpreter needs, read-only."""
+  _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
+  for name in _SYSTEM_DIRS:
+    host = "/" + name
+    if os.path.islink(host):  # merged /usr: /bin -> usr/bin
+      os.symlink(os.readlink(host), root + host)
+    elif os.path.isdir(host):
+      _bind(host, root + host)
+  for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
+    if not prefix.startswith("/usr/"):
+      _bind(prefix, root + prefix)
+  os.mkdir(f"{root}/dev")
+  for name in _DEVICES:
+    _bind(f"/dev/{name}", f"{root}/dev/{name}", flags=0)
+  os.mkdir(f"{root}/proc")
+  _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+  os.mkdir(f"{root}/tmp")
+  _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV,
+         f"{_SCRATCH},mode=700,uid={uid},gid={uid}")
+  _mount("", root, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def _init(directory: str) -> None:
+  """PID 1 of the job's namespaces: builds the root, starts the job, waits for it (reaping
+  orphans) and exits with its status, at the latest when its wall-clock alarm rings."""
+  with open(os.path.join(directory, "request.json"), encoding="utf-8") as f:
+    request = json.load(f)
+  # PID 1 gets no default signal actions, so the alarm needs a handler.
+  signal.signal(signal.SIGALRM, lambda *_: os._exit(124))
+  signal.setitimer(signal.ITIMER_REAL, request["wall_s"])
+  _build_root(directory, request["uid"])
+  os.chroot(directory)
+  os.chdir("/tmp")
+  pid = os.fork()
+  if pid == 0:
+    try:
+      uid = request["uid"]
+      _libc_call("prctl", _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+      os.setgroups([])
+      os.setresgid(uid, uid, uid)
+      os.setresuid(uid, uid, uid)  # every capability goes with root
+    except BaseException as e:
+      print(f"sandbox: dropping privileges failed: {e}", file=sys.stderr, flush=True)
+      os._exit(1)
+    _job(request, isolated=True)
+  while True:
+    reaped, status = os.wait()
+    if reaped == pid:
+      code = os.waitstatus_to_exitcode(status)
+      os._exit(code if code >= 0 else 128 - code)
+
+
+def _limit(memory_mb: int, cpu_s: int, isolated: bool) -> None:
+  limits = [(resource.RLIMIT_AS, memory_mb << 20), (resource.RLIMIT_CPU, cpu_s),
+            (resource.RLIMIT_FSIZE, _FILE_BYTES), (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_NOFILE, _OPEN_FILES)]
+  if isolated:  # unisolated, the uid is the scorer's
+    limits.append((resource.RLIMIT_NPROC, _PROCESSES))
+  for kind, value in limits:
     _, hard = resource.getrlimit(kind)
     value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
+    resource.setrlimit(kind, (value, value))
 
 
 def _guard() -> None:
-  """Hides functions that delete files, signal or spawn processes (evalplus's reliability_guard
-  in spirit); a mistaken rmtree then raises TypeError instead of deleting."""
-  import shutil
-
+  """Unisolated only: hides functions that delete files, signal or spawn processes (evalplus's
+  reliability_guard in spirit); a mistaken rmtree then raises TypeError instead of deleting."""
   for name in _GUARDED_OS:
     if hasattr(os, name):
       setattr(os, name, None)
@@ -153,15 +331,16 @@ def _guard() -> None:
   subprocess.Popen = None
 
 
-def _child() -> None:
+def _job(request: dict, isolated: bool) -> None:
+  """Runs the program on each input, one JSON line per result on the original stdout."""
   sys.set_int_max_str_digits(0)  # inputs may hold long ints
-  request = json.loads(sys.stdin.read())
   results = os.fdopen(os.dup(1), "w", encoding="utf-8")
   quiet = os.open(os.devnull, os.O_RDWR)
   for fd in (0, 1, 2):  # the program's prints must not corrupt the result stream
     os.dup2(quiet, fd)
-  _limit(request["memory_mb"], request["cpu_s"])
-  _guard()
+  _limit(request["memory_mb"], request["cpu_s"], isolated)
+  if not isolated:
+    _guard()
 
   def emit(line: dict) -> None:
     results.write(json.dumps(line) + "\n")
@@ -185,5 +364,12 @@ def _child() -> None:
   os._exit(0)  # skip the program's atexit hooks and non-daemon threads
 
 
+def _main(mode: str, directory: str) -> None:
+  if mode == "isolated":
+    _init(directory)
+  with open(os.path.join(directory, "request.json"), encoding="utf-8") as f:
+    _job(json.load(f), isolated=False)
+
+
 if __name__ == "__main__":
-  _child()
+  _main(*sys.argv[1:])
