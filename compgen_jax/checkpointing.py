@@ -1,5 +1,6 @@
 """orbax CheckpointManager over a run-stacked state pytree; clear errors for bad checkpoints."""
 
+import json
 import os
 
 import jax
@@ -8,6 +9,11 @@ import orbax.checkpoint as ocp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from compgen_jax.types import CheckpointError, PyTree
+
+# In each step directory: every file orbax wrote there and its size. A restore checks them first:
+# orbax meeting a missing or truncated file fails with its reads still in flight, and their
+# errors print hundreds of lines ("Exception ignored in coroutine") after the real one.
+FILES = "compgen_files.json"
 
 
 def manager(directory: str, max_to_keep: int | None = None, create: bool = True):
@@ -20,6 +26,44 @@ def save(mngr: ocp.CheckpointManager, step: int, state: PyTree) -> None:
   """Saves `state` at `step` and waits, so a crash later never leaves a half-written latest."""
   mngr.save(int(step), args=ocp.args.StandardSave(state), force=True)
   mngr.wait_until_finished()
+  if jax.process_index() == 0:
+    step_dir = os.path.join(str(mngr.directory), str(int(step)))
+    with open(os.path.join(step_dir, FILES + ".tmp"), "w") as f:
+      json.dump(_file_sizes(step_dir), f, indent=0, sort_keys=True)
+    os.replace(os.path.join(step_dir, FILES + ".tmp"), os.path.join(step_dir, FILES))
+
+
+def _file_sizes(step_dir: str) -> dict[str, int]:
+  sizes = {}
+  for root, _, names in os.walk(step_dir):
+    for name in names:
+      full = os.path.join(root, name)
+      if name not in (FILES, FILES + ".tmp"):
+        sizes[os.path.relpath(full, step_dir)] = os.path.getsize(full)
+  return sizes
+
+
+def _damaged_files(directory: str, step: int) -> list[str]:
+  """Files of the step's list (FILES) that are missing or of another size; [] when intact or
+  when the checkpoint has no list (written before it existed)."""
+  step_dir = os.path.join(directory, str(step))
+  try:
+    with open(os.path.join(step_dir, FILES)) as f:
+      want = json.load(f)
+  except (OSError, ValueError):
+    return []
+  have = _file_sizes(step_dir)
+  return [f"{name} ({'missing' if name not in have else f'{have[name]} bytes, not {size}'})"
+          for name, size in sorted(want.items()) if have.get(name) != size]
+
+
+def _restore_step(mngr, directory: str, abstract_state: PyTree, step: int) -> PyTree:
+  """orbax's restore of `step`, after checking its files (CheckpointError naming them)."""
+  damaged = _damaged_files(directory, step)
+  if damaged:
+    shown = ", ".join(damaged[:3]) + (f" and {len(damaged) - 3} more" if len(damaged) > 3 else "")
+    raise CheckpointError(f"damaged files: {shown}")
+  return mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
 
 
 def available_steps(directory: str) -> list[int]:
@@ -46,11 +90,11 @@ def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> 
     raise CheckpointError(f"no checkpoint for step {step} in {directory!r}; available: {steps}")
   mngr = manager(directory, create=False)
   try:
-    state = mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+    state = _restore_step(mngr, directory, abstract_state, step)
   except Exception as e:  # orbax raises many types for corrupt or mismatched trees
     raise CheckpointError(
         f"checkpoint {directory!r} step {step} could not be restored (corrupt, or written by an "
-        f"incompatible config): {type(e).__name__}: {str(e)[:300]}. "
+        f"incompatible config): {type(e).__name__}: {' '.join(str(e).split())[:300]}. "
         f"{_earlier_intact(mngr, directory, abstract_state, [s for s in steps if s < step])}"
     ) from e
   _check_shapes(abstract_state, state, directory, step)
@@ -68,7 +112,7 @@ def _earlier_intact(mngr, directory: str, abstract_state: PyTree, earlier: list[
   """Which earlier checkpoint restores, and how to use it (only on the error path)."""
   for step in reversed(earlier):
     try:
-      state = mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+      state = _restore_step(mngr, directory, abstract_state, step)
       _check_shapes(abstract_state, state, directory, step)
     except Exception:  # noqa: BLE001, S112 - try the next older one
       continue

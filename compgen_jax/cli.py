@@ -6,7 +6,9 @@ import os
 import sys
 
 from absl import app, flags, logging
+from ml_collections import config_flags
 
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.types import CheckpointError, ConfigError, DataError, NonFiniteError
 
 USER_ERRORS = (ConfigError, CheckpointError, DataError, NonFiniteError)
@@ -61,15 +63,42 @@ def unknown_override(argv: list[str], flag: str = "config") -> str | None:
   return None
 
 
+def config_file_error(argv: list[str]) -> str | None:
+  """The message for the first config-file flag (`--config=path.py[:preset]`) whose file is
+  missing or whose get_config fails (e.g. an unknown preset); None when all load.
+
+  ml_collections defers a missing file's error to the first use of the config (a traceback
+  from inside training) and wraps get_config's in a traceback: both become this one line."""
+  for i, arg in enumerate(argv[1:], 1):
+    name, eq, spec = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
+    if name not in flags.FLAGS or not isinstance(flags.FLAGS[name].parser,
+                                                 config_flags.config_flags.ConfigFileFlagParser):
+      continue
+    if not eq:  # `--config path.py:preset`
+      spec = argv[i + 1] if i + 1 < len(argv) else ""
+    path = spec.partition(":")[0]
+    if not os.path.isfile(path):
+      return f"--{name}={spec}: no config file {path!r}"
+    try:
+      load_config_file(spec)
+    except Exception as e:  # noqa: BLE001 - whatever the config file raises, in one line
+      return f"--{name}={spec}: {type(e).__name__}: {' '.join(str(e).split())}"
+  return None
+
+
 def parse_flags(argv: list[str]):
-  """absl flag parsing with one-line errors: an unknown config override names the key and the
-  fields of its section, instead of a traceback from inside ml_collections."""
-  try:
-    return flags.FLAGS(argv)
-  except flags.Error as e:
-    print(f"error: {e}", file=sys.stderr)
-  except (AttributeError, KeyError) as e:
-    print(f"error: {unknown_override(argv) or e}", file=sys.stderr)
+  """absl flag parsing with one-line errors: a missing config file or a failing preset
+  (config_file_error), or an unknown config override, which names the key and the fields of its
+  section, instead of a traceback from inside ml_collections."""
+  message = config_file_error(argv)
+  if message is None:
+    try:
+      return flags.FLAGS(argv)
+    except flags.Error as e:
+      message = " ".join(str(e).split())
+    except (AttributeError, KeyError) as e:
+      message = unknown_override(argv) or e
+  print(f"error: {message}", file=sys.stderr)
   sys.exit(2)
 
 
@@ -112,12 +141,28 @@ def init_distributed(enabled: bool, coordinator_address: str | None = None,
     jax.distributed.initialize(coordinator_address, num_processes, process_id)
 
 
+def workdir_lock(distributed: bool):
+  """The lock of the binary's --workdir (workdir.lock: one writer per workdir), held by the
+  process that writes it (process 0 of a --distributed job); none without a --workdir flag."""
+  path = flags.FLAGS["workdir"].value if "workdir" in flags.FLAGS else None
+  if path is None:
+    return contextlib.nullcontext()
+  if distributed:
+    import jax  # noqa: PLC0415 - only binaries that ask for it pay for importing jax here
+
+    if jax.process_index() != 0:
+      return contextlib.nullcontext()
+  return workdir_lib.lock(path)
+
+
 def run(main) -> None:
-  """app.run(main) with parse_flags, and --compilation_cache and --distributed applied first."""
+  """app.run(main) with parse_flags, and --compilation_cache and --distributed applied first;
+  main runs holding the --workdir's lock (a second writer is refused in one line, exit 2)."""
   def with_cache(argv):
     use_compilation_cache(_CACHE.value)
     init_distributed(_DISTRIBUTED.value, _COORDINATOR.value, _NUM_PROCESSES.value,
                      _PROCESS_ID.value)
-    return main(argv)
+    with user_errors(), workdir_lock(_DISTRIBUTED.value):
+      return main(argv)
 
   app.run(with_cache, flags_parser=parse_flags)

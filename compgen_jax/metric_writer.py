@@ -18,7 +18,7 @@ from tensorboardX.proto import event_pb2, summary_pb2
 from tensorboardX.record_writer import masked_crc32c
 
 from compgen_jax.run_state import HPARAMS
-from compgen_jax.types import ConfigError
+from compgen_jax.types import ConfigError, DataError
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -71,7 +71,7 @@ def read_rows(path: str) -> list[dict]:
   """All rows of a jsonl file ([] when it does not exist).
 
   A last line without its newline is what a killed writer leaves: it is dropped. Any other
-  line that is not JSON is corruption and raises ValueError naming the file and line.
+  line that is not JSON is corruption: a DataError naming the file and line.
   """
   if not os.path.exists(path):
     return []
@@ -85,7 +85,8 @@ def read_rows(path: str) -> list[dict]:
     try:
       rows.append(json.loads(line))
     except json.JSONDecodeError as e:
-      raise ValueError(f"{path!r} line {i + 1} is not JSON: {e}") from e
+      raise DataError(f"{path!r} line {i + 1} is not JSON ({e}): the file is damaged; fix or "
+                      "delete that line") from e
   return rows
 
 

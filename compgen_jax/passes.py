@@ -2,8 +2,9 @@
 
 It sits above training/ and evaluation/ (it restores against the training state's shapes and
 runs the evaluation registry), so evaluation/ never imports training/. The passes read
-config.json and checkpoints/ and only append to eval.jsonl / probes.jsonl (and write the eval
-curve PNG); training artifacts are never modified.
+config.json and checkpoints/ and write only eval.jsonl / probes.jsonl and the eval curve PNG
+(their binaries hold the workdir's lock: cli.run); training artifacts are never modified. A
+re-run over a step replaces that step's rows (write_pass), as the image passes do.
 """
 
 import os
@@ -122,10 +123,23 @@ def _run_info(grid: list[dict]) -> list[dict]:
   return [dict(run) for run in grid]
 
 
+def write_pass(path: str, steps: list[int], rows_of_step) -> list[dict]:
+  """Each step's rows from `rows_of_step(step)`, replacing that step's rows in the jsonl file
+  `path` as soon as they are computed (a later step failing keeps them; a re-run leaves one copy
+  of each row). Returns every step's rows."""
+  out = []
+  for step in steps:
+    rows = rows_of_step(step)
+    if sharding.is_main_process():
+      metric_writer.replace_step_rows(path, step, rows)
+    out.extend(rows)
+  return out
+
+
 def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
                      names=None) -> list[dict]:
-  """Runs the named evaluators on the selected checkpoints; appends one row per step and run to
-  eval.jsonl and returns the rows.
+  """Runs the named evaluators on the selected checkpoints; writes one row per step and run to
+  eval.jsonl (replacing the rows of those steps) and returns the rows.
 
   The default is every evaluator that applies to the family, not only those training ran: a
   standalone pass is where the costlier ones (ood_hotness, r2_quantiles) are usually computed.
@@ -139,22 +153,21 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
   evaluate = evaluators.make_evaluate(wd.cfg, names)
   steps = select_steps(wd, step, every)
   mesh, bits_T = _placement(wd)
-  out = []
-  for s in steps:
+
+  def rows_of_step(s: int) -> list[dict]:
     metrics = _real_runs(evaluate(sharding.shard_runs(restore(wd, s), mesh), bits_T), wd)
-    rows = [{"step": s, **info, **{k: float(v[r]) for k, v in sorted(metrics.items())}}
+    return [{"step": s, **info, **{k: float(v[r]) for k, v in sorted(metrics.items())}}
             for r, info in enumerate(_run_info(wd.grid))]
-    if sharding.is_main_process():  # kept if a later step fails
-      metric_writer.append_rows(os.path.join(path, EVAL_FILE), rows)
-    out.extend(rows)
+
+  out = write_pass(os.path.join(path, EVAL_FILE), steps, rows_of_step)
   if len(steps) > 1 and any("ood/r2" in r for r in out) and sharding.is_main_process():
     plots.curve_png(out, os.path.join(path, CURVE_FILE), key="ood/r2")
   return out
 
 
 def probe_workdir(path: str, step: int | None = None, every: bool = False) -> list[dict]:
-  """Probes every layer of every run on the selected checkpoints; appends one row per step, run
-  and lambda to probes.jsonl and returns the rows."""
+  """Probes every layer of every run on the selected checkpoints; writes one row per step, run
+  and lambda to probes.jsonl (replacing the rows of those steps) and returns the rows."""
   wd = open_workdir(path)
   probe = probes.make_probe(wd.cfg)
   steps = select_steps(wd, step, every)
@@ -164,14 +177,12 @@ def probe_workdir(path: str, step: int | None = None, every: bool = False) -> li
   # over several (forced host) devices, so the first device probes every run
   one = jax.local_devices()[0]
   bits_T = jax.device_put(loop.task_bits(wd.cfg), one)
-  out = []
-  for s in steps:
+
+  def rows_of_step(s: int) -> list[dict]:
     result = _real_runs(probe(jax.device_put(restore(wd, s), one), bits_T), wd)
-    rows = probes.rows(result, names, wd.cfg, s, _run_info(wd.grid))
-    if sharding.is_main_process():
-      metric_writer.append_rows(os.path.join(path, PROBE_FILE), rows)
-    out.extend(rows)
-  return out
+    return probes.rows(result, names, wd.cfg, s, _run_info(wd.grid))
+
+  return write_pass(os.path.join(path, PROBE_FILE), steps, rows_of_step)
 
 
 def probe_table(rows: list[dict]) -> tuple[list[str], list[list]]:

@@ -1,7 +1,13 @@
-"""A workdir holds one config: written on first use, compared on every later use."""
+"""A workdir holds one config: written on first use, compared on every later use; and one writer
+at a time (lock)."""
 
+import contextlib
+import fcntl
 import json
 import os
+import socket
+import sys
+import time
 
 import ml_collections
 
@@ -44,10 +50,13 @@ def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
   config is refused with the fields that differ; nothing is overwritten.
   """
   if check(workdir, cfg):
+    _lock_if_pending(workdir)  # another process created it since lock() was asked for
     return True
   path = os.path.join(workdir, CONFIG_FILE)
   try:
     os.makedirs(workdir, exist_ok=True)
+    _lock_if_pending(workdir)  # before anything else is written
+    open(os.path.join(workdir, LOCK_FILE), "a").close()  # part of every workdir (see lock)
     with open(path + ".tmp", "w") as f:
       json.dump(config_dict(cfg), f, indent=2, sort_keys=True)
     os.replace(path + ".tmp", path)
@@ -82,3 +91,73 @@ def _diff_keys(a, b, prefix=""):
       yield from _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
   elif a != b:
     yield prefix.rstrip(".")
+
+
+LOCK_FILE = ".lock"
+# Seconds a writer waits for a workdir another process holds before refusing (default 0). The
+# sweep launcher sets it for its programs: a re-run right after the sweep was killed finds the
+# killed program's train.py still exiting.
+LOCK_WAIT_ENV = "COMPGEN_JAX_LOCK_WAIT_S"
+_held: dict[str, int] = {}  # real path -> this process's locked file descriptor
+_pending: dict[str, float] = {}  # lock() of a workdir not yet created -> the wait prepare uses
+
+
+@contextlib.contextmanager
+def lock(workdir: str, wait_s: float | None = None):
+  """Holds the workdir's exclusive lock: one writer per workdir (training, a pass, a binary).
+
+  An flock on WORKDIR/.lock, which holds the holder's pid, host and command; the kernel releases
+  it when the holder dies, so a killed writer never leaves a stale lock. Another process holding
+  it for longer than `wait_s` (default $COMPGEN_JAX_LOCK_WAIT_S, else 0) is a ConfigError naming
+  that process. A workdir that does not exist yet is locked by `prepare` when it creates it, so
+  a config refused before then leaves nothing behind. Re-entrant within a process.
+  """
+  key = os.path.realpath(workdir)
+  if key in _held or key in _pending:
+    yield
+    return
+  wait_s = float(os.environ.get(LOCK_WAIT_ENV) or 0) if wait_s is None else wait_s
+  if os.path.isdir(workdir):
+    _held[key] = _acquire(workdir, wait_s)
+  else:
+    _pending[key] = wait_s
+  try:
+    yield
+  finally:
+    _pending.pop(key, None)
+    fd = _held.pop(key, None)
+    if fd is not None:
+      os.ftruncate(fd, 0)
+      os.close(fd)  # releases the flock
+
+
+def _lock_if_pending(workdir: str) -> None:
+  """Takes the lock that lock() was asked for before `workdir` existed."""
+  key = os.path.realpath(workdir)
+  if key in _pending:
+    _held[key] = _acquire(workdir, _pending.pop(key))
+
+
+def _acquire(workdir: str, wait_s: float) -> int:
+  """Locks WORKDIR/.lock (waiting up to `wait_s`) and writes this process into it."""
+  path = os.path.join(workdir, LOCK_FILE)
+  try:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
+  except OSError as e:
+    raise ConfigError("workdir", f"cannot write {path!r}: {e.strerror or e}") from e
+  deadline = time.monotonic() + wait_s
+  while True:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      break
+    except BlockingIOError:
+      if time.monotonic() >= deadline:
+        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise ConfigError("workdir", f"{workdir!r} is in use by {holder}; wait for it to finish "
+                          "or stop it (one writer per workdir)") from None
+      time.sleep(0.1)
+  command = " ".join(sys.argv)[:300].replace("\n", " ")
+  os.ftruncate(fd, 0)
+  os.pwrite(fd, f"pid {os.getpid()} (host {socket.gethostname()}: {command})\n".encode(), 0)
+  return fd
