@@ -4,8 +4,12 @@
   python experiments/compose.py --config=configs/letters.py:paper --workdir=workdirs/letters \
       --config.num_seeds=5 --config.experiments="('substitution','baselines')"
 
-Presets: `paper` (the paper's 2 layers / width 64 / 2 heads, 2000 training pairs; GPU-sized
-evaluation), `quick` (a 2-core CPU in under 15 minutes), `tiny` (seconds; tests).
+Presets: `authors` (the authors' notebook: a GPT-2-like position-aligned transducer over the 27
+symbols, learned positions, tied head, 10,000 AdamW steps at batch 1 and a constant 3e-4,
+composed per position on one forward pass; `--config.data.layout=aligned` trains the same
+setting in the interleaved layout, composed by lockstep decoding), `paper` (the paper's 2 layers
+/ width 64 / 2 heads, 2000 training pairs; GPU-sized evaluation), `quick` (a 2-core CPU),
+`tiny` (seconds; tests).
 
 `init`: `independent` (the authors' code: background, experts and every other from-scratch model
 draw their own initial parameters) or `shared` (all from-scratch models of a seed start from
@@ -19,7 +23,9 @@ import ml_collections
 
 from compgen_jax.letters.registry import EXPERIMENTS
 
-PRESETS = ("paper", "quick", "tiny")
+PRESETS = ("authors", "paper", "quick", "tiny")
+# The authors' qualitative strings (their notebook, composing A>K with M>B).
+AUTHORS_STRINGS = ("AMMA", "HELLO", "MAP", "GAMMA", "AAA MMM", "TEST AM")
 
 
 def _train(num_steps, batch_size, chunk_size) -> ml_collections.ConfigDict:
@@ -47,7 +53,8 @@ def base() -> ml_collections.ConfigDict:
       max_len=128,         # learned positions only: the positional limit (tokens)
       tie_head=False))     # untied so the head alone can be fine-tuned (arithmetic)
   cfg.data = ml_collections.ConfigDict(dict(
-      layout="aligned",     # aligned (y_t right after x_t) | concat (input then output)
+      layout="aligned",     # aligned (y_t right after x_t, fed back) | concat (input then
+                            # output) | position (y_t read at input position t, one pass)
       train_len=16, train_min_len=16,
       num_train=2000,       # fixed training strings per run; 0 = fresh strings every step
       test_size=1000,       # held-out strings at train_len, per seed
@@ -70,6 +77,8 @@ def base() -> ml_collections.ConfigDict:
       k_experts=("A>B", "C>D", "E>F", "G>H", "I>J", "K>L", "M>N", "O>P"), k_max=8,
       overlap=("A>K", "A>B"), chain=("A>K", "K>Z"),
       kl_threshold=0.1,         # an expert is active at a step when KL(p_i||p_b) exceeds this
+      tail_logp=-6.9,           # tail-risk diagnostics: tokens with log p_b below this
+      qualitative=AUTHORS_STRINGS,  # decoded for each pair and seed (substitution rows)
       overlap_tol=0.01,         # flag: fraction of steps where two experts are both active
                                 # (independent inits: 0.02-0.3% on factorized pairs, 3.6% overlap)
       ortho_cos_tol=0.1,        # flag: |cos| of the per-step log-ratio inner product
@@ -84,7 +93,18 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     raise ValueError(f"config field 'preset': unknown preset {preset!r}; allowed: {PRESETS}")
   cfg = base()
   cfg.preset = preset
-  if preset == "paper":
+  if preset == "authors":
+    cfg.experiments = ("substitution", "length", "baselines", "background", "violations")
+    # GPT2Config(n_positions=32, n_embd=64, n_layer=2, n_head=2): GELU MLP of 4x width, tied head
+    cfg.model.update(dict(width=64, num_layers=2, num_heads=2, mlp_ratio=4, positions="learned",
+                          max_len=32, tie_head=True))
+    cfg.data.update(dict(layout="position", length_max=32, length_per_len=100))
+    # 5 epochs over 2000 strings at batch 1 (drawn with replacement); torch AdamW defaults:
+    # weight decay 0.01, constant learning rate, no clipping.
+    cfg.train.update(dict(num_steps=10_000, batch_size=1, chunk_size=1000))
+    cfg.optim.update(dict(learning_rate=3e-4, warmup_steps=0, end_factor=1.0, grad_clip=0.0))
+    cfg.compose.eval_batch = 1000
+  elif preset == "paper":
     cfg.num_seeds = 5
     cfg.data.length_per_len = 500
     cfg.data.test_size = 2000

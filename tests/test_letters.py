@@ -50,7 +50,7 @@ def test_bad_config_is_refused_naming_the_field(overrides, field):
 
 
 def test_presets_registry_and_config_agree():
-  for preset in ("paper", "quick", "tiny"):
+  for preset in ("authors", "paper", "quick", "tiny"):
     config.validate(load_config("letters", preset))
   assert _cfg().experiments == tuple(registry.EXPERIMENTS)
   # the authors build every model with its own random init (GPT2LMHeadModel(config) x 3)
@@ -127,7 +127,7 @@ def test_mean_where_and_sampling_draws_fresh_keys_in_every_chunk():
   x = np.zeros((1, 8, 6), np.int32)
   ref, forced, _ = evaluate.references(x, np.full((1, 8), 6), data.table([]), "aligned")
   cfg = ml_collections.ConfigDict(dict(compose=dict(greedy=False, temperature=1.0,
-                                                    eval_batch=4)))
+                                                    eval_batch=4), data=dict(layout="aligned")))
   uniform = uniform_model(zoo.letter_lm(_cfg().model))
   tokens = evaluate.decode_all(cfg, (uniform,), (None,), ref, forced,
                                seed_keys_S=jax.random.key(0)[None])

@@ -51,16 +51,48 @@ def step_orthogonality(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Ar
   return g_KxK, jnp.where(ok_K[:, None] & ok_K[None, :], cos_KxK, jnp.nan)
 
 
+def tail_risk(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, logp_c_BxTxV: Array,
+              lam_K: Array | None = None, tail_logp: float = -6.9) -> dict[str, Array]:
+  """Per-step measures of a composition won by the background's tail, where KL sees nothing.
+
+  A token v with log p_b(v) < tail_logp (default p_b < 1e-3) gets the composed logit
+  log p_b + sum_i lam_i (log p_i - log p_b); with two experts that is log p_1 + log p_2 -
+  log p_b, so two experts that each give v a small probability lift it far above them when
+  the background gives it less. Returns, per step [B, T]:
+    tail_boost: max over tail tokens of sum_i lam_i (log p_i - log p_b) (0 when none);
+    unranked_mass: composed mass on tokens that no component (background or expert) ranks
+      first: ~0 when the composition picks one of their choices, > 0.5 when it picks another;
+    unranked_pick: the composed argmax is such a token.
+  """
+  logp_b, logp_e = clamp_logp(logp_b_BxTxV), clamp_logp(logp_e_KxBxTxV)
+  num_experts = logp_e.shape[0]
+  lam_K = jnp.ones((num_experts,), logp_b.dtype) if lam_K is None else jnp.asarray(lam_K)
+  boost_BxTxV = jnp.einsum("k,kbtv->btv", lam_K.astype(logp_b.dtype), logp_e - logp_b[None])
+  in_tail = logp_b < tail_logp
+  tail_boost_BxT = jnp.max(jnp.where(in_tail, boost_BxTxV, -jnp.inf), axis=-1, initial=-jnp.inf)
+  vocab = logp_b.shape[-1]
+  tops_MxBxT = jnp.concatenate([jnp.argmax(logp_b, -1)[None], jnp.argmax(logp_e, -1)])
+  ranked_BxTxV = jnp.any(jax.nn.one_hot(tops_MxBxT, vocab, dtype=bool), axis=0)
+  mass_BxT = jnp.sum(jnp.where(ranked_BxTxV, 0.0, jnp.exp(logp_c_BxTxV)), axis=-1)
+  pick_BxT = ~jnp.take_along_axis(ranked_BxTxV, jnp.argmax(logp_c_BxTxV, -1)[..., None],
+                                  axis=-1)[..., 0]
+  return {"tail_boost_BxT": jnp.where(jnp.isneginf(tail_boost_BxT), 0.0, tail_boost_BxT),
+          "unranked_mass_BxT": mass_BxT, "unranked_pick_BxT": pick_BxT}
+
+
 def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
              lam_K: Array | None = None, kl_threshold: float = 0.1,
-             norm_floor: float = 1e-3) -> dict[str, Array]:
+             norm_floor: float = 1e-3, tail_logp: float = -6.9) -> dict[str, Array]:
   """Per-step KL and active sets, their pairwise overlap, log Z_t, per-step orthogonality
   and per-mask total variation between the composition and each model.
 
   Returns arrays: kl_KxBxT, active_KxBxT, active_frac_K, overlap_KxK (fraction of valid steps
   where i and j are both active), log_z_BxT, mean_abs_log_z, max_abs_log_z, ortho_KxK and
   ortho_cos_KxK (`step_orthogonality`), tv_mask_K (mean TV(p^, p_i) over steps in M_i),
-  tv_background (mean TV(p^, p_b) over valid steps where no expert is active).
+  tv_background (mean TV(p^, p_b) over valid steps where no expert is active), and the
+  tail risk (`tail_risk`): mean / max tail_boost, mean / max unranked_mass, unranked_pick_frac
+  (fraction of steps whose composed argmax no component ranks first), and log Z_t split by
+  the active sets: mean_abs_log_z_none / _one / _both (no expert, exactly one, two or more).
   """
   valid_BxT = valid_BxT.astype(bool)
   logp_c_BxTxV, log_z_BxT = compose(logp_b_BxTxV, logp_e_KxBxTxV, lam_K)
@@ -75,7 +107,21 @@ def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
   tv_mask_K = jax.vmap(_masked_mean)(tv_KxBxT, active_KxBxT)
   none_active_BxT = valid_BxT & ~jnp.any(active_KxBxT, axis=0)
   abs_log_z = jnp.abs(log_z_BxT)
+  risk = tail_risk(logp_b_BxTxV, logp_e_KxBxTxV, logp_c_BxTxV, lam_K, tail_logp)
+  num_active_BxT = act.sum(axis=0)
+  by_active = {f"mean_abs_log_z_{name}": _masked_mean(abs_log_z, valid_BxT & sel)
+               for name, sel in (("none", num_active_BxT == 0), ("one", num_active_BxT == 1),
+                                 ("both", num_active_BxT >= 2))}
   return {
+      **by_active,
+      "tail_boost_BxT": jnp.where(valid_BxT, risk["tail_boost_BxT"], 0.0),
+      "mean_tail_boost": _masked_mean(risk["tail_boost_BxT"], valid_BxT),
+      "max_tail_boost": jnp.max(jnp.where(valid_BxT, risk["tail_boost_BxT"], -jnp.inf),
+                                initial=-jnp.inf),
+      "mean_unranked_mass": _masked_mean(risk["unranked_mass_BxT"], valid_BxT),
+      "max_unranked_mass": jnp.max(jnp.where(valid_BxT, risk["unranked_mass_BxT"], 0.0)),
+      "unranked_pick_frac": _masked_mean(risk["unranked_pick_BxT"].astype(jnp.float32),
+                                         valid_BxT),
       "kl_KxBxT": kl_KxBxT, "active_KxBxT": active_KxBxT,
       "active_frac_K": act.sum(axis=(1, 2)) / num_valid,
       "overlap_KxK": overlap_KxK,

@@ -37,6 +37,8 @@ def _validate_training(name: str, t, o) -> None:
          f"{name}.chunk_size", f"must divide {name}.num_steps={t.num_steps}")
   optim = name.replace("train", "optim")
   _check(o.learning_rate > 0, f"{optim}.learning_rate", "must be > 0")
+  _check(o.grad_clip >= 0 and o.warmup_steps >= 0, f"{optim}.grad_clip",
+         "grad_clip (0: none) and warmup_steps must be >= 0")
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
@@ -59,9 +61,10 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   _check(d.layout in data.LAYOUTS, "data.layout", f"{d.layout!r} not in {data.LAYOUTS}")
   _check(1 <= d.train_min_len <= d.train_len <= d.length_max, "data.train_len",
          f"need 1 <= train_min_len <= train_len <= length_max={d.length_max}")
-  _check(m.positions != "learned" or 2 * d.length_max + 3 <= m.max_len, "data.length_max",
-         f"learned positions allow sequences of model.max_len={m.max_len} tokens: "
-         f"length_max <= {(m.max_len - 3) // 2}")
+  longest = data.seq_len(d.layout, d.length_max) if d.layout in data.LAYOUTS else 0
+  _check(m.positions != "learned" or longest <= m.max_len, "data.length_max",
+         f"learned positions allow sequences of model.max_len={m.max_len} tokens; "
+         f"length_max={d.length_max} needs {longest} in layout {d.layout!r}")
   _check(d.num_train >= 0 and d.test_size >= 1 and d.length_per_len >= 1, "data.test_size",
          "num_train >= 0, test_size >= 1, length_per_len >= 1")
   _validate_training("train", cfg.train, cfg.optim)
@@ -85,6 +88,10 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
          "must be disjoint: distinct source letters, no target that is another's source")
   _subs("compose.overlap", c.overlap, 2)
   _subs("compose.chain", c.chain, 2)
+  _check(not isinstance(c.qualitative, str) and all(
+      isinstance(q, str) and q and set(q) <= set(data.SYMBOLS) and len(q) <= d.length_max
+      for q in c.qualitative), "compose.qualitative",
+      "must be a tuple of strings over A-Z and space, each at most data.length_max letters")
   _check(c.kl_threshold > 0 and c.temperature > 0 and c.eval_batch >= 1, "compose.kl_threshold",
          "kl_threshold, temperature > 0 and eval_batch >= 1")
   _check(0 <= c.ortho_norm_floor < 1, "compose.ortho_norm_floor", "must be in [0, 1)")

@@ -9,6 +9,11 @@ Inputs are strings over 26 capital letters and space. A task is a set of substit
 Layouts put input x and output y in one causal sequence (T = 2 * max_len + 3):
   aligned  BOS x1 y1 x2 y2 ... xn yn SEP EOS  (y_t is predicted right after seeing x_t)
   concat   BOS x1 .. xn SEP y1 .. yn EOS      (standard input-then-output)
+or side by side (T = 2 * max_len):
+  position x1 .. xn | y1 .. yn: the authors' transducer. The model reads x only and its output
+           at input position t is y_t (no shift, no BOS/SEP/EOS, nothing fed back); the
+           vocabulary is the 27 symbols. The sequence keeps y next to x so that decoded and
+           reference sequences compare the same way in every layout.
 """
 
 import string
@@ -24,7 +29,18 @@ LETTERS = string.ascii_uppercase
 SYMBOLS = LETTERS + " "          # the input alphabet, ids 0..26
 BOS, SEP, EOS, PAD = 27, 28, 29, 30
 VOCAB_SIZE = 31
-LAYOUTS = ("aligned", "concat")
+LAYOUTS = ("aligned", "concat", "position")
+SHIFTED = ("aligned", "concat")  # next-token layouts; "position" reads outputs in place
+
+
+def vocab_size(layout: str) -> int:
+  """The model's vocabulary: the symbols and specials, or the 27 symbols alone ('position')."""
+  return len(SYMBOLS) if layout == "position" else VOCAB_SIZE
+
+
+def seq_len(layout: str, max_len: int) -> int:
+  """Tokens one model reads for strings of max_len letters (its positional extent)."""
+  return max_len if layout == "position" else 2 * max_len + 3
 
 
 def parse_sub(sub: str) -> tuple[int, int]:
@@ -96,12 +112,20 @@ def sample_inputs(key: PRNGKey, num: int, max_len: int) -> Array:
 
 
 def build(x_BxN: Array, len_B: Array, y_BxN: Array, layout: str) -> tuple[Array, Array, Array]:
-  """Sequences (tokens_BxT, forced_mask_BxT, target_mask_BxT) with T = 2 * N + 3.
+  """Sequences (tokens_BxT, forced_mask_BxT, target_mask_BxT) with T = 2 * N + 3 (2 * N for
+  'position').
 
   Positions >= the sequence's own length hold PAD; target positions are the generated ones
   (y and the final EOS), forced positions are everything the decoder is fed as given.
   """
   n = x_BxN.shape[1]
+  if layout == "position":
+    in_len_BxN = jnp.arange(n)[None, :] < len_B[:, None]
+    tokens = jnp.concatenate([jnp.where(in_len_BxN, x_BxN, PAD),
+                              jnp.where(in_len_BxN, y_BxN, PAD)], axis=1)
+    no_BxN = jnp.zeros_like(in_len_BxN)
+    return (tokens.astype(jnp.int32), jnp.concatenate([in_len_BxN, no_BxN], axis=1),
+            jnp.concatenate([no_BxN, in_len_BxN], axis=1))
   p_T = jnp.arange(2 * n + 3)
   pos, ln = p_T[None, :], len_B[:, None]
   take = lambda a, i: jnp.take_along_axis(a, jnp.clip(i, 0, n - 1), axis=1)
@@ -124,8 +148,19 @@ def build(x_BxN: Array, len_B: Array, y_BxN: Array, layout: str) -> tuple[Array,
   return tokens.astype(jnp.int32), forced, target
 
 
+def position_io(tokens_BxT: Array) -> tuple[Array, Array, Array]:
+  """A 'position' sequence as (model input x_BxN, labels y_BxN, valid_BxN). Padding is fed as
+  letter 0: a causal model's outputs before it do not depend on it, and PAD is not a symbol."""
+  n = tokens_BxT.shape[-1] // 2
+  x_BxN, y_BxN = tokens_BxT[..., :n], tokens_BxT[..., n:]
+  valid_BxN = x_BxN != PAD
+  return jnp.where(valid_BxN, x_BxN, 0), y_BxN, valid_BxN
+
+
 def read_outputs(tokens_BxT: np.ndarray, len_B: np.ndarray, layout: str) -> np.ndarray:
   """The output letters y [B, N] read back from (decoded) sequences of a layout."""
+  if layout == "position":
+    return tokens_BxT[:, tokens_BxT.shape[-1] // 2:]
   n = (tokens_BxT.shape[-1] - 3) // 2
   i_N = np.arange(n)
   pos_BxN = (2 * i_N + 2)[None] if layout == "aligned" else len_B[:, None] + 2 + i_N[None]

@@ -41,6 +41,28 @@ def _decoder(models: tuple, greedy: bool):
                           in_axes=(0, 0, 0, None, None, 0)))
 
 
+def position_logps(models: tuple, params: tuple, tokens_BxT: Array, lam_K=None,
+                   temperature=1.0) -> tuple[Array, Array]:
+  """The authors' composition of 'position' sequences: one forward pass of every model over the
+  input and the composed log-probs at every position [B, N, V], with the valid mask [B, N]."""
+  x_BxN, _, valid_BxN = data.position_io(tokens_BxT)
+  logp_MxBxNxV = decode_lib.teacher_forced_logps(models, params, x_BxN, valid_BxN)
+  logp_BxNxV, _ = compose_lib.compose(logp_MxBxNxV[0], logp_MxBxNxV[1:], lam_K, temperature)
+  return logp_BxNxV, valid_BxN
+
+
+@functools.cache
+def _position_composer(models: tuple, greedy: bool):
+  """`position_logps` per seed; its argmax (or a sample) written into the output half."""
+  def one_seed(params, tokens_BxT, lam_K, temperature, key):
+    logp_BxNxV, valid_BxN = position_logps(models, params, tokens_BxT, lam_K, temperature)
+    y_BxN = (jnp.argmax(logp_BxNxV, -1) if greedy
+             else jax.random.categorical(key, logp_BxNxV)).astype(jnp.int32)
+    y_BxN = jnp.where(valid_BxN, y_BxN, data.PAD)
+    return jnp.concatenate([tokens_BxT[:, :y_BxN.shape[1]], y_BxN], axis=1)
+  return jax.jit(jax.vmap(one_seed, in_axes=(0, 0, None, None, 0)))
+
+
 def _chunks(size: int, batch: int):
   return [(i, min(i + batch, size)) for i in range(0, size, batch)]
 
@@ -55,7 +77,9 @@ def _pad_to(a: Array, size: int, axis: int = 1) -> Array:
 
 def decode_all(cfg, models: tuple, params: tuple, forced_SxBxT: Array, mask_SxBxT: Array,
                lam_K=None, seed_keys_S: Array | None = None) -> np.ndarray:
-  """Decoded tokens [S, B, T] of the composition, in chunks of compose.eval_batch strings.
+  """Decoded tokens [S, B, T] of the composition, in chunks of compose.eval_batch strings:
+  lockstep decoding (`decode.decode`) for the shifted layouts, one forward pass composed per
+  position for 'position'.
 
   When sampling, chunk c draws from fold_in(the seed's 'decode' key, c): no chunk repeats
   another's draws.
@@ -64,14 +88,19 @@ def decode_all(cfg, models: tuple, params: tuple, forced_SxBxT: Array, mask_SxBx
   s, b, _ = forced_SxBxT.shape
   keys = (jax.vmap(lambda k: rng.stream(k, "decode"))(seed_keys_S) if seed_keys_S is not None
           else jax.vmap(jax.random.key)(jnp.arange(s)))
-  fn, batch = _decoder(tuple(models), bool(cfg.compose.greedy)), min(cfg.compose.eval_batch, b)
+  batch, temperature = min(cfg.compose.eval_batch, b), jnp.float32(cfg.compose.temperature)
+  position = cfg.data.layout == "position"
+  fn = (_position_composer if position else _decoder)(tuple(models), bool(cfg.compose.greedy))
   out = []
   for c, (lo, hi) in enumerate(_chunks(b, batch)):
     keys_c = jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(keys)
-    dec = fn(tuple(params), _pad_to(forced_SxBxT[:, lo:hi], batch),
-             _pad_to(mask_SxBxT[:, lo:hi], batch), lam_K,
-             jnp.float32(cfg.compose.temperature), keys_c)
-    out.append(np.asarray(dec.tokens_BxT)[:, :hi - lo])
+    chunk = _pad_to(forced_SxBxT[:, lo:hi], batch)
+    if position:  # the input half is all there is to feed
+      tokens = fn(tuple(params), chunk, lam_K, temperature, keys_c)
+    else:
+      tokens = fn(tuple(params), chunk, _pad_to(mask_SxBxT[:, lo:hi], batch), lam_K,
+                  temperature, keys_c).tokens_BxT
+    out.append(np.asarray(tokens)[:, :hi - lo])
   return np.concatenate(out, axis=1)
 
 
@@ -91,12 +120,20 @@ def mean_where(em_SxB: np.ndarray, mask_SxB: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def _diagnoser(models: tuple, kl_threshold: float, norm_floor: float):
+def _diagnoser(models: tuple, layout: str, kl_threshold: float, norm_floor: float,
+               tail_logp: float):
   def one_seed(params, tokens_BxT, valid_BxT, lam_K):
-    logp_MxBxTxV = decode_lib.teacher_forced_logps(models, params, tokens_BxT)
+    if layout == "position":  # the models read x; their outputs are scored in place
+      x_BxN, _, valid_BxT = data.position_io(tokens_BxT)
+      logp_MxBxTxV = decode_lib.teacher_forced_logps(models, params, x_BxN, valid_BxT)
+    else:
+      logp_MxBxTxV = decode_lib.teacher_forced_logps(models, params, tokens_BxT)
     out = diagnostics.diagnose(logp_MxBxTxV[0], logp_MxBxTxV[1:], valid_BxT, lam_K, kl_threshold,
-                               norm_floor)
+                               norm_floor, tail_logp)
     out = {k: v for k, v in out.items() if not k.endswith("BxT")}
+    if layout == "position":  # no EOS in the authors' vocabulary
+      out["p_eos_at_eos"] = out["max_p_eos_elsewhere"] = jnp.float32(jnp.nan)
+      return out
     logp_c_BxTxV, _ = compose_lib.compose(logp_MxBxTxV[0], logp_MxBxTxV[1:], lam_K)
     # next-token log-probs at position t score token t + 1: shift the target mask by one.
     is_eos_BxT = jnp.concatenate([tokens_BxT[:, 1:] == data.EOS,
@@ -111,13 +148,14 @@ def _diagnoser(models: tuple, kl_threshold: float, norm_floor: float):
 def diagnose(cfg, models: tuple, params: tuple, tokens_SxBxT, lam_K=None) -> dict:
   """Diagnostics (see diagnostics.diagnose) per seed on the first eval_batch sequences.
 
-  Scored steps are the ones that predict a generated token (output letters and EOS).
+  Scored steps are the ones that predict a generated token (output letters and EOS; the
+  output positions for 'position').
   """
   tokens = jnp.asarray(tokens_SxBxT)[:, :cfg.compose.eval_batch]
   lam_K = jnp.ones((len(models) - 1,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
   valid = _predicts_output(tokens, cfg.data.layout)
-  diagnoser = _diagnoser(tuple(models), float(cfg.compose.kl_threshold),
-                        float(cfg.compose.ortho_norm_floor))
+  diagnoser = _diagnoser(tuple(models), cfg.data.layout, float(cfg.compose.kl_threshold),
+                        float(cfg.compose.ortho_norm_floor), float(cfg.compose.tail_logp))
   return jax.device_get(diagnoser(tuple(params), tokens, valid, lam_K))
 
 

@@ -20,9 +20,31 @@ def substitution(ctx: Ctx) -> list[dict]:
     em, tokens, models, params = ctx.compose_em(ctx.p("identity"), subs, subs, lam)
     d = evaluate.diagnose(ctx.cfg, models, params, tokens, lam)
     example = _example(ctx, tokens, subs)
+    strings = qualitative(ctx, models, params, lam)
     rows += [{"pair": ",".join(subs), "seed": s, **em_row(ctx, em, subs, s), **diag_row(d, s),
-              "example": example if s == 0 else ""} for s in range(ctx.cfg.num_seeds)]
+              "example": example if s == 0 else "", "qualitative": strings[s]}
+             for s in range(ctx.cfg.num_seeds)]
   return rows
+
+
+def qualitative(ctx: Ctx, models: tuple, params: tuple, lam) -> list[dict[str, str]]:
+  """compose.qualitative (the authors' six strings) decoded by a composition, per seed:
+  [{input: output}] (output '?' where the decoder wrote a non-letter)."""
+  strings = list(ctx.cfg.compose.qualitative)
+  if not strings:
+    return [{} for _ in range(ctx.cfg.num_seeds)]
+  n, s = max(map(len, strings)), ctx.cfg.num_seeds
+  x = np.asarray([[data.SYMBOLS.index(c) for c in q.ljust(n)] for q in strings], np.int32)
+  x_SxQxN = np.broadcast_to(x, (s, *x.shape))
+  len_SxQ = np.broadcast_to(np.asarray([len(q) for q in strings], np.int32), (s, len(strings)))
+  ref, forced, _ = evaluate.references(x_SxQxN, len_SxQ, data.table([]), ctx.cfg.data.layout)
+  tokens = evaluate.decode_all(ctx.cfg, models, params, ref, forced, lam, ctx.keys)
+  out = []
+  for i in range(s):
+    y = data.read_outputs(tokens[i], len_SxQ[i], ctx.cfg.data.layout)
+    out.append({q: "".join(data.SYMBOLS[t] if t < len(data.SYMBOLS) else "?"
+                           for t in y[j, :len(q)]) for j, q in enumerate(strings)})
+  return out
 
 
 def _example(ctx: Ctx, tokens, subs) -> str:

@@ -54,26 +54,43 @@ def trainable_mask(params: PyTree, regime: str, num_layers: int) -> PyTree:
 
 
 def make_optimizer(cfg_optim, num_steps: int) -> optax.GradientTransformation:
-  """AdamW after global-norm clipping; warmup, then cosine decay to end_factor x the peak."""
+  """AdamW after global-norm clipping (none for grad_clip 0); warmup, then cosine decay to
+  end_factor x the peak (warmup_steps 0 and end_factor 1: a constant rate, as torch's AdamW)."""
   schedule = optax.warmup_cosine_decay_schedule(
       0.0, cfg_optim.learning_rate, min(cfg_optim.warmup_steps, num_steps - 1), num_steps,
       end_value=cfg_optim.learning_rate * cfg_optim.end_factor)
-  return optax.chain(optax.clip_by_global_norm(cfg_optim.grad_clip),
-                     optax.adamw(schedule, weight_decay=cfg_optim.weight_decay))
+  if cfg_optim.warmup_steps == 0 and cfg_optim.end_factor == 1:
+    schedule = cfg_optim.learning_rate
+  adamw = optax.adamw(schedule, weight_decay=cfg_optim.weight_decay)
+  if cfg_optim.grad_clip == 0:
+    return adamw
+  return optax.chain(optax.clip_by_global_norm(cfg_optim.grad_clip), adamw)
 
 
-def lm_loss(model: Model, params: PyTree, tokens_BxT: Array, target_BxT: Array):
-  """Mean next-token cross-entropy and token accuracy over target positions."""
-  logits = forward(model, params, tokens_BxT[:, :-1])
-  labels, weight = tokens_BxT[:, 1:], target_BxT[:, 1:].astype(jnp.float32)
-  ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-  correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
-  norm = jnp.maximum(weight.sum(), 1.0)
-  return (ce * weight).sum() / norm, (correct * weight).sum() / norm
+def lm_example(tokens_BxT: Array, target_BxT: Array, layout: str) -> tuple[Array, Array, Array]:
+  """(model input, labels, 0/1 weights) of sequences: next-token for the shifted layouts,
+  in place (output y_t at input position t) for 'position'."""
+  if layout == "position":
+    x_BxN, y_BxN, valid_BxN = data.position_io(tokens_BxT)
+    return x_BxN, y_BxN, valid_BxN.astype(jnp.float32)
+  return tokens_BxT[:, :-1], tokens_BxT[:, 1:], target_BxT[:, 1:].astype(jnp.float32)
 
 
-def training_batch(key: Array, run: Runs, cfg_data, batch_size: int) -> tuple[Array, Array]:
-  """One batch (tokens_BxT, target_BxT) of a run's task, drawn from `key`."""
+def lm_loss(model: Model, params: PyTree, inputs_BxL: Array, labels_BxL: Array,
+            weight_BxL: Array):
+  """Mean cross-entropy and token accuracy over the weighted positions."""
+  logits = forward(model, params, inputs_BxL)
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels_BxL)
+  correct = (jnp.argmax(logits, -1) == labels_BxL).astype(jnp.float32)
+  norm = jnp.maximum(weight_BxL.sum(), 1.0)
+  return (ce * weight_BxL).sum() / norm, (correct * weight_BxL).sum() / norm
+
+
+def training_batch(key: Array, run: Runs, cfg_data, batch_size: int):
+  """One batch (input, labels, weights; `lm_example`) of a run's task, drawn from `key`.
+
+  With `train.batch_size` 1 and a fixed set, strings are drawn with replacement (the authors
+  sweep their 2000 strings in order for 5 epochs)."""
   key_idx, key_fresh, key_table, key_len = jax.random.split(key, 4)
   if cfg_data.num_train > 0:
     idx_B = jax.random.randint(key_idx, (batch_size,), 0, run.data_RxNxL.shape[0])
@@ -85,7 +102,7 @@ def training_batch(key: Array, run: Runs, cfg_data, batch_size: int) -> tuple[Ar
   len_B = jax.random.randint(key_len, (batch_size,), cfg_data.train_min_len,
                              cfg_data.train_len + 1)
   tokens, _, target = data.build(x_BxN, len_B, y_BxN, cfg_data.layout)
-  return tokens, target
+  return lm_example(tokens, target, cfg_data.layout)
 
 
 def make_train_chunk(model: Model, cfg_data, batch_size: int, optimizer,
@@ -93,9 +110,9 @@ def make_train_chunk(model: Model, cfg_data, batch_size: int, optimizer,
   """jit(vmap over runs (scan over `chunk_steps` steps)); donates the state."""
 
   def one_step(state: TrainState, run: Runs, step):
-    tokens, target = training_batch(rng.step_key(run.key, step), run, cfg_data, batch_size)
+    example = training_batch(rng.step_key(run.key, step), run, cfg_data, batch_size)
     grad_fn = jax.value_and_grad(functools.partial(lm_loss, model), has_aux=True)
-    (loss, acc), grads = grad_fn(state.params, tokens, target)
+    (loss, acc), grads = grad_fn(state.params, *example)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     updates = jax.tree.map(lambda u, m: u * m, updates, run.mask)
     return TrainState(optax.apply_updates(state.params, updates), opt_state), (loss, acc)

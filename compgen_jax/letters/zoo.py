@@ -20,9 +20,11 @@ from compgen_jax.lm.transformer import make_lm
 from compgen_jax.types import PyTree
 
 
-def letter_lm(cfg_model) -> Model:
-  """The letter transformer of config section `model`, over the letter vocabulary."""
-  return make_lm(cfg_model, data.VOCAB_SIZE, bos_id=data.BOS, eos_id=data.EOS, pad_id=data.PAD)
+def letter_lm(cfg_model, layout: str = "aligned") -> Model:
+  """The letter transformer of config section `model`, over the vocabulary of `layout` (the
+  27 symbols for 'position': its special ids are outside it, never fed nor predicted)."""
+  return make_lm(cfg_model, data.vocab_size(layout), bos_id=data.BOS, eos_id=data.EOS,
+                 pad_id=data.PAD)
 
 
 class Zoo(NamedTuple):
@@ -77,7 +79,7 @@ def restore_zoo(cfg, workdir: str, trained: tuple[list, list], tasks: list[str],
                 runs: list[tuple[str, str]]) -> Zoo:
   """The models `tasks` and fine-tuned `runs`, restored (never trained) from a workdir whose
   checkpoints stack the `trained` (tasks, runs) in that order; both must hold what is asked."""
-  model, keys, s = letter_lm(cfg.model), run_keys(cfg), cfg.num_seeds
+  model, keys, s = letter_lm(cfg.model, cfg.data.layout), run_keys(cfg), cfg.num_seeds
   trained_tasks, trained_runs = trained
   init_R = jax.eval_shape(lambda: initial_params(model, keys, trained_tasks, cfg.init))
   params = _split(restore_group(workdir, "scratch", init_R), trained_tasks, s)
@@ -92,7 +94,7 @@ def restore_zoo(cfg, workdir: str, trained: tuple[list, list], tasks: list[str],
 def build_zoo(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]]) -> Zoo:
   """Trains (or restores from workdir/checkpoints) the models `tasks` from scratch (the first
   is 'identity') and fine-tunes the (expert, regime) `runs` from each seed's identity model."""
-  model = letter_lm(cfg.model)
+  model = letter_lm(cfg.model, cfg.data.layout)
   s = cfg.num_seeds
   seed_keys = run_keys(cfg)
   metrics_path = os.path.join(workdir, "metrics.jsonl")
