@@ -1,24 +1,52 @@
 """One program's work, the same under every launcher: train (resuming), then probe / evaluate.
 
 What is left to do is read from the workdir each time, so a re-run, or a SLURM job requeued after
-preemption, does only that: train.py resumes from the latest checkpoint.
+preemption, does only that: train.py resumes from the latest checkpoint. A stage's process dies
+with the launcher (even SIGKILLed) and, on a re-run, waits for the workdir's lock, so a program
+never has two writers.
 """
 
+import ctypes
 import datetime
 import os
 import shlex
+import signal
 import subprocess
+import sys
 import time
 
 import jax
 
 from compgen_jax import checkpointing, metric_writer, passes
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps.spec import REPO, Program
 from compgen_jax.training import loop
 
 # stage -> (binary in experiments/, the file its rows go to, extra flags)
 FOLLOW_UPS = {"probe": ("probe.py", passes.PROBE_FILE, ()),
               "evaluate": ("evaluate.py", passes.EVAL_FILE, ("--every",))}
+
+
+# A stage waits this long for its workdir's lock before refusing: a re-run right after the sweep
+# was killed can find the killed stage's process still exiting.
+LOCK_WAIT_S = 60
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _die_with_launcher():
+  """A child's preexec_fn: SIGKILL the child when the launcher dies (Linux; elsewhere nothing).
+  The signal follows the thread that started the child, which waits on it until it ends."""
+  if _LIBC is None:
+    return None
+  launcher = os.getpid()
+
+  def preexec() -> None:
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher:  # it died before prctl: nothing would signal us
+      os._exit(1)
+
+  return preexec
 
 
 def host_only() -> None:
@@ -78,7 +106,9 @@ def run(program: Program, probe: bool = False, evaluate: bool = False,
       log.write(f"### {now} {stage}: {shlex.join(command)}\n")
       log.flush()
       code = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                            check=False).returncode
+                            check=False, preexec_fn=_die_with_launcher(),
+                            env={workdir_lib.LOCK_WAIT_ENV: str(LOCK_WAIT_S), **os.environ}
+                            ).returncode
       if code:
         return outcome("failed", code, stage, time.monotonic() - start, program.log)
   return outcome("done", 0, None, time.monotonic() - start, program.log)
