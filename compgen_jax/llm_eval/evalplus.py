@@ -50,9 +50,6 @@ def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
   base.check_int(settings, prefix, "workers", 1)
   base.check_int(settings, prefix, "memory_mb", 64)
   base.check_int(settings, prefix, "output_mb", 1)
-  if not isinstance(settings.allow_unisolated, bool):
-    raise ConfigError(f"{prefix}.allow_unisolated",
-                      f"must be True or False, got {settings.allow_unisolated!r}")
   isolated(settings, prefix)
   base.check_file(settings, prefix, "path")
 

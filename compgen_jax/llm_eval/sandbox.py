@@ -144,7 +144,7 @@ def _execute(job: Job, timeout_s: float, memory_mb: int, output_bytes: int,
     try:
       out, ended = _read(proc, time.monotonic() + timeout_s, output_bytes)
     finally:
-      _kill(proc)
+      _kill(proc, isolated)
     stderr.seek(0)
     message = stderr.read(4000).decode("utf-8", "replace")
   lines = _parse(out.decode("utf-8", "replace"))
@@ -157,7 +157,7 @@ def _environment(home: str) -> dict:
           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _read(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, str]:
+def _read(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytearray, str]:
   """At most cap bytes of the job's results, and how reading ended: "eof" (every process
   holding the pipe is gone), "exited" (unisolated: the job returned, what it started holds the
   pipe), "timeout" or "flood"."""
@@ -167,26 +167,34 @@ def _read(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, str
     while True:
       left = deadline - time.monotonic()
       if left <= 0:
-        return bytes(out), "timeout"
+        return out, "timeout"
       if not selector.select(min(left, 0.2)):
         if proc.poll() is not None:
-          return bytes(out), "exited"
+          return out, "exited"
         continue
       chunk = os.read(fd, 1 << 16)
       if not chunk:
-        return bytes(out), "eof"
+        return out, "eof"
       out += chunk
       if len(out) > cap:
-        return bytes(out[:cap]), "flood"
+        del out[cap:]
+        return out, "flood"
 
 
-def _kill(proc: subprocess.Popen) -> None:
-  """Kills the job: `unshare` (its PID 1 and so its whole namespace die with it), or the
-  unisolated job's process group; waits until the pipe is closed, 5 s at most."""
-  try:
-    os.killpg(proc.pid, signal.SIGKILL)
-  except (ProcessLookupError, PermissionError):
-    pass
+def _kill(proc: subprocess.Popen, isolated: bool) -> None:
+  """Kills the job and returns once it is gone: isolated, its PID 1 (the kernel then kills the
+  rest of the namespace, and `unshare` exits after that), else the job's process group."""
+  if isolated:
+    try:
+      with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+        children = [int(pid) for pid in f.read().split()] or [proc.pid]
+    except OSError:  # no such file: `unshare` goes, and PID 1 with it (--kill-child)
+      children = [proc.pid]
+  for pid in children if isolated else [-proc.pid]:
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+      pass
   deadline = time.monotonic() + 5
   with selectors.DefaultSelector() as selector:
     selector.register(proc.stdout.fileno(), selectors.EVENT_READ)
@@ -194,7 +202,11 @@ def _kill(proc: subprocess.Popen) -> None:
       if not os.read(proc.stdout.fileno(), 1 << 16):
         break
   proc.stdout.close()
-  proc.wait()
+  try:
+    proc.wait(max(deadline - time.monotonic(), 0.1))
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
 
 
 def _parse(out: str) -> list[dict]:
