@@ -59,23 +59,40 @@ def _example(ctx: Ctx, tokens, subs) -> str:
 
 
 def length(ctx: Ctx) -> list[dict]:
+  """Exact match per length 1..length_max of each single model and the composition, and of the
+  output letters alone (`letters_match`: the EOS step ignored, which the shifted layouts
+  predict after a SEP at a position never seen in training)."""
   cfg, subs = ctx.cfg, pairs(ctx.cfg)[0]
   lengths = list(range(1, cfg.data.length_max + 1))
   x, ln = evaluate.test_inputs(cfg, ctx.keys, lengths, cfg.data.length_per_len, "length")
   entries = {"background": (ctx.p("identity"), []), **{s: (ctx.p(s), [s]) for s in subs},
              "joint": (ctx.p(data.joint_name(subs)), subs)}
-  ems = {name: ctx.single_em(p, t, x, ln) for name, (p, t) in entries.items()}
   lam = pair_lambdas(cfg, len(subs))
-  models = (ctx.m,) * (1 + len(subs))
   params = (ctx.p("identity"),) + tuple(ctx.p(s) for s in subs)
-  ems["composition"] = evaluate.exact_match(cfg, models, params, x, ln, data.table(subs), lam,
-                                            ctx.keys)[0]
+  entries["composition"] = (params, subs)
   rows = []
-  for name, em in ems.items():
-    per_len = em.reshape(cfg.num_seeds, len(lengths), -1).mean(-1)
-    rows += [{"model": name, "length": n, "seed": s, "exact_match": per_len[s, j]}
+  for name, (p, t) in entries.items():
+    p = p if isinstance(p, tuple) else (p,)
+    em, tokens = evaluate.exact_match(cfg, (ctx.m,) * len(p), p, x, ln, data.table(t),
+                                      lam if len(p) > 1 else None, ctx.keys)
+    letters = _letters_match(ctx, tokens, x, ln, data.table(t))
+    per_len, letters = (a.reshape(cfg.num_seeds, len(lengths), -1).mean(-1) for a in (em, letters))
+    rows += [{"model": name, "length": n, "seed": s, "exact_match": per_len[s, j],
+              "letters_match": letters[s, j]}
              for j, n in enumerate(lengths) for s in range(cfg.num_seeds)]
   return rows
+
+
+def _letters_match(ctx: Ctx, tokens_SxBxT, x_SxBxN, len_SxB, table_V) -> np.ndarray:
+  """[S, B]: every output letter right (whatever follows them)."""
+  layout, out = ctx.cfg.data.layout, []
+  want_SxBxN = np.take(table_V, np.asarray(x_SxBxN))
+  for s in range(tokens_SxBxT.shape[0]):
+    n_B = np.asarray(len_SxB[s])
+    y = data.read_outputs(tokens_SxBxT[s], n_B, layout)
+    in_len = np.arange(y.shape[1])[None] < n_B[:, None]
+    out.append(np.all((y == want_SxBxN[s]) | ~in_len, axis=-1))
+  return np.asarray(out, np.float32)
 
 
 def length_table(rows: list[dict]) -> str:
