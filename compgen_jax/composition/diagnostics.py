@@ -92,7 +92,8 @@ def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
   tv_background (mean TV(p^, p_b) over valid steps where no expert is active), and the
   tail risk (`tail_risk`): mean / max tail_boost, mean / max unranked_mass, unranked_pick_frac
   (fraction of steps whose composed argmax no component ranks first), and log Z_t split by
-  the active sets: mean_abs_log_z_none / _one / _both (no expert, exactly one, two or more).
+  the active sets: mean_abs_log_z_none / _one / _both (no expert, exactly one, two or more);
+  mean entropies (nats) of the background and of each expert, mean_entropy_b / _K.
   """
   valid_BxT = valid_BxT.astype(bool)
   logp_c_BxTxV, log_z_BxT = compose(logp_b_BxTxV, logp_e_KxBxTxV, lam_K)
@@ -112,8 +113,11 @@ def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
   by_active = {f"mean_abs_log_z_{name}": _masked_mean(abs_log_z, valid_BxT & sel)
                for name, sel in (("none", num_active_BxT == 0), ("one", num_active_BxT == 1),
                                  ("both", num_active_BxT >= 2))}
+  entropy = lambda lp: -jnp.sum(jnp.exp(lp) * clamp_logp(lp), axis=-1)
   return {
       **by_active,
+      "mean_entropy_b": _masked_mean(entropy(logp_b_BxTxV), valid_BxT),
+      "mean_entropy_K": jax.vmap(lambda lp: _masked_mean(entropy(lp), valid_BxT))(logp_e_KxBxTxV),
       "tail_boost_BxT": jnp.where(valid_BxT, risk["tail_boost_BxT"], 0.0),
       "mean_tail_boost": _masked_mean(risk["tail_boost_BxT"], valid_BxT),
       "max_tail_boost": jnp.max(jnp.where(valid_BxT, risk["tail_boost_BxT"], -jnp.inf),

@@ -77,10 +77,11 @@ def diag_row(d: dict, s: int) -> dict:
           "overlap": offdiag_max(d["overlap_KxK"][s]), "ortho": offdiag_max(d["ortho_KxK"][s]),
           "ortho_cos": offdiag_max(d["ortho_cos_KxK"][s]), "tv_mask": d["tv_mask_K"][s],
           "tv_background": d["tv_background"][s], "active_frac": d["active_frac_K"][s],
+          "mean_entropy_experts": d["mean_entropy_K"][s],
           **{k: d[k][s] for k in _STEP_FIELDS}}
 
 
 # tail risk and log Z_t by the number of active experts (diagnostics.diagnose)
 _STEP_FIELDS = ("mean_tail_boost", "max_tail_boost", "mean_unranked_mass", "max_unranked_mass",
                 "unranked_pick_frac", "mean_abs_log_z_none", "mean_abs_log_z_one",
-                "mean_abs_log_z_both")
+                "mean_abs_log_z_both", "mean_entropy_b")

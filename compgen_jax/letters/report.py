@@ -100,7 +100,8 @@ def qualitative_rows(runs: dict, pair: str) -> list[list]:
 
 
 _DIAG = ("overlap", "ortho_cos", "mean_abs_log_z_none", "mean_abs_log_z_one",
-         "mean_abs_log_z_both", "mean_tail_boost", "mean_unranked_mass", "unranked_pick_frac")
+         "mean_abs_log_z_both", "mean_tail_boost", "mean_unranked_mass", "unranked_pick_frac",
+         "mean_entropy_b", "mean_entropy_experts")
 
 
 def diagnostic_rows(runs: dict) -> list[list]:
@@ -115,7 +116,7 @@ def diagnostic_rows(runs: dict) -> list[list]:
     for key, rs in groups.items():
       em = [_num(r.get("exact_match", r.get("exact_match_parallel"))) for r in rs]
       rows.append([name, key, float(np.mean(em))] + [
-          float(np.mean([_num(r[k]) for r in rs])) for k in _DIAG])
+          float(np.mean([_num(r.get(k, "nan")) for r in rs])) for k in _DIAG])
   return rows
 
 
@@ -233,10 +234,12 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
       "overlap: fraction of scored steps where both experts are active (KL(p_i||p_b) > 0.1); "
       "|log Z| by the number of active experts at the step; tail boost: the largest "
       "sum_i (log p_i - log p_b) over tokens with p_b < 1e-3; unranked mass / picks: composed "
-      "mass on, and argmaxes at, tokens that neither the background nor any expert ranks first.",
+      "mass on, and argmaxes at, tokens that neither the background nor any expert ranks first; "
+      "entropies in nats (experts: the larger of the two).",
       f"![separation]({SEPARATION_PNG})",
       table(["run", "pair / case", "EM", "overlap", "ortho cos", "|log Z| none", "|log Z| one",
-             "|log Z| both", "tail boost", "unranked mass", "unranked picks"],
+             "|log Z| both", "tail boost", "unranked mass", "unranked picks", "H(p_b)",
+             "H(p_i)"],
             diagnostic_rows(runs)),
       "## Length generalization (trained at 16)",
       f"![length]({LENGTH_PNG})",
