@@ -6,6 +6,7 @@ requeued by submitit (ProgramJob is Checkpointable) and train.py resumes from it
 """
 
 import os
+import signal
 from typing import NamedTuple
 
 import submitit
@@ -19,6 +20,9 @@ POLL_S = {"slurm": 30.0, "local": 1.0}
 FOLDER = "slurm"  # submitit's pickles and job logs, in the sweep dir
 ACTIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
           "RESIZING")
+# What SLURM sends every process of a job it requeues, preempts or cancels (SIGTERM), or of one
+# near its time limit (submitit's --signal, SIGUSR2): a stage killed by one was stopped, not failed.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 
 
 class Options(NamedTuple):
@@ -45,12 +49,19 @@ class ProgramJob(submitit.helpers.Checkpointable):
   def __call__(self) -> dict:
     program_lib.host_only()
     if self.nodes == 1:
-      return program_lib.run(self.program, self.probe, self.evaluate)
-    rank = submitit.JobEnvironment().global_rank
-    program = self.program if rank == 0 else self.program._replace(
-        log=f"{self.program.log}.task{rank}")  # each task logs to its own file
-    return program_lib.run(program, self.probe and rank == 0, self.evaluate and rank == 0,
-                           distributed=True)
+      result = program_lib.run(self.program, self.probe, self.evaluate)
+    else:
+      rank = submitit.JobEnvironment().global_rank
+      program = self.program if rank == 0 else self.program._replace(
+          log=f"{self.program.log}.task{rank}")  # each task logs to its own file
+      result = program_lib.run(program, self.probe and rank == 0, self.evaluate and rank == 0,
+                               distributed=True)
+    code = result.get("exit_code")
+    if code is not None and -code in STOP_SIGNALS:
+      # No result file (submitit saves none for SystemExit): the sweep goes on waiting, the
+      # requeued job resumes; a cancelled one ends in its SLURM state (sacct).
+      raise SystemExit(f"{result['stage']} stopped by signal {-code}")
+    return result
 
 
 def executor(sweep: Sweep, cluster: str, options: Options) -> submitit.AutoExecutor:
