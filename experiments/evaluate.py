@@ -1,4 +1,5 @@
-"""Runs evaluators over a workdir's saved checkpoints; appends rows to <workdir>/eval.jsonl.
+"""Runs evaluators over a workdir's saved checkpoints; writes rows to <workdir>/eval.jsonl
+(replacing those of the steps it evaluates again).
 
   python experiments/evaluate.py --workdir=/tmp/ht_quick            # latest checkpoint
   python experiments/evaluate.py --workdir=/tmp/ht_quick --every    # every checkpoint (+ curve)
@@ -31,7 +32,7 @@ def main(argv):
   keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
   print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
                                               for r in rows]))
-  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{passes.EVAL_FILE}")
+  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{passes.EVAL_FILE}")
   if len({r["step"] for r in rows}) > 1:
     print(f"OOD R^2 over checkpoints: {_WORKDIR.value}/{passes.CURVE_FILE}")
 

@@ -1,4 +1,5 @@
-"""Linear probes of every layer over a workdir's checkpoints; appends rows to probes.jsonl.
+"""Linear probes of every layer over a workdir's checkpoints; writes rows to probes.jsonl
+(replacing those of the steps it probes again).
 
   python experiments/probe.py --workdir=/tmp/ht_quick            # latest checkpoint
   python experiments/probe.py --workdir=/tmp/ht_quick --every    # every checkpoint
@@ -24,7 +25,7 @@ def main(argv):
   with cli.user_errors():
     rows = passes.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
   print(report.table(*passes.probe_table(rows)))
-  print(f"\n{len(rows)} rows appended to {_WORKDIR.value}/{passes.PROBE_FILE}")
+  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{passes.PROBE_FILE}")
 
 
 if __name__ == "__main__":

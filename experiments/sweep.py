@@ -9,8 +9,10 @@
       --launcher=slurm --slurm_partition=gpu --slurm_time=600 --probe --evaluate
 
 Every program is validated before any starts (exit 2 naming the program and field). Re-running
-the same command skips finished programs and resumes unfinished ones. Each program's output goes
-to DIR/logs/<name>.log; DIR/index.json records what ran. Exit status 1 when a program failed.
+the same command skips finished programs and resumes unfinished ones; a program's processes die
+with the sweep (even SIGKILLed), and a re-run at once waits for their workdir's lock. Each
+program's output goes to DIR/logs/<name>.log; DIR/index.json records what ran. Exit status 1
+when a program failed.
 """
 
 import sys

@@ -176,3 +176,19 @@ def test_config_json_of_the_old_schema_is_still_evaluated(workdir, tmp_path):
       assert row[key] == trained[row["run"]][key], key
     assert "ood_h3/r2" in row and "ood_h4/r2" not in row  # K=2, hotness_above=1
     assert sorted(k for k in row if "/r2_q" in k) == ["id/r2_q50", "ood/r2_q50"]
+
+
+def test_rerunning_a_pass_replaces_its_rows(workdir, tmp_path):
+  """Evaluate and probe re-run over a step: one copy of each row, equal to the first run's; the
+  other steps' rows stay (the mechanism the image passes use: replace_step_rows)."""
+  wd = _copy(workdir, tmp_path)
+  for run, name in ((lambda **kw: passes.evaluate_workdir(wd, names=("id",), **kw),
+                     passes.EVAL_FILE), (lambda **kw: passes.probe_workdir(wd, **kw),
+                                         passes.PROBE_FILE)):
+    path = os.path.join(wd, name)
+    first = run(every=True)
+    assert metric_writer.read_rows(path) == first and {r["step"] for r in first} == set(STEPS)
+    again = run(step=STEPS[0])
+    assert again == [r for r in first if r["step"] == STEPS[0]]
+    rows = metric_writer.read_rows(path)
+    assert len(rows) == len(first) and sorted(rows, key=str) == sorted(first, key=str)
