@@ -184,13 +184,17 @@ def _read(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytearray,
 def _kill(proc: subprocess.Popen, isolated: bool) -> None:
   """Kills the job and returns once it is gone: isolated, its PID 1 (the kernel then kills the
   rest of the namespace, and `unshare` exits after that), else the job's process group."""
-  if isolated:
+  if not isolated:
+    targets = [-proc.pid]
+  elif proc.poll() is None:
     try:
       with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-        children = [int(pid) for pid in f.read().split()] or [proc.pid]
+        targets = [int(pid) for pid in f.read().split()] or [proc.pid]
     except OSError:  # no such file: `unshare` goes, and PID 1 with it (--kill-child)
-      children = [proc.pid]
-  for pid in children if isolated else [-proc.pid]:
+      targets = [proc.pid]
+  else:
+    targets = []  # `unshare` exits after its PID 1, so the namespace is already empty
+  for pid in targets:
     try:
       os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -277,8 +281,11 @@ def _build_root(root: str, uid: int) -> None:
       os.symlink(os.readlink(host), root + host)
     elif os.path.isdir(host):
       _bind(host, root + host)
-  for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
-    if not prefix.startswith("/usr/"):
+  # At the paths sys.path was built from (a venv and its base interpreter, unless under /usr).
+  for prefix in sorted({os.path.abspath(sys.prefix), os.path.abspath(sys.base_prefix)}):
+    if prefix == "/":
+      raise OSError("Python's prefix is /: refusing to show the job the whole machine")
+    if prefix.split("/")[1] not in _SYSTEM_DIRS:
       _bind(prefix, root + prefix)
   os.mkdir(f"{root}/dev")
   for name in _DEVICES:
