@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from compgen_jax.llm_eval import evalplus, sandbox
+from compgen_jax.llm_eval import evalplus, sandbox, sandbox_job
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO
 
@@ -289,7 +289,7 @@ raise ValueError(f'forked {{n}}')
 """)
   [row] = score(settings, attack)
   forked = int(re.search(r"forked (\d+)", row["message"]).group(1))
-  assert failed(row) and 0 < forked < sandbox._PROCESSES
+  assert failed(row) and 0 < forked < sandbox_job.PROCESSES
   assert processes_with(f"sleep\0{marker}") == []
 
 

@@ -163,7 +163,7 @@ def _close(out, expected, atol: float) -> bool:
 
 
 def matches(out, expected, atol: float, args: list, oracle: str | None = None) -> bool:
-  """evalplus's check of one output (both sides sandbox.encode()d): equality or the task's
+  """evalplus's check of one output (both sides sandbox_job.encode()d): equality or the task's
   special oracle, else closeness within atol (at least FLOAT_ATOL for float outputs)."""
   try:
     if oracle == "poly_root":

@@ -1,30 +1,23 @@
 """Runs untrusted generated code: one throwaway, isolated process tree per job, JSON in and out.
 
 Isolated (the default; Linux, root, util-linux `unshare`): each job is one `unshare` call with new
-mount, PID, network, IPC and UTS namespaces. This file runs as PID 1 there: it mounts a new root
-on a tmpfs holding read-only, nosuid views of /usr (and the merged /bin, /lib...), the Python
-prefixes and four /dev nodes, a fresh /proc (the job's processes only) and a small private /tmp,
-chroots into it and forks the job's process, which drops to a fresh unprivileged uid with
-no_new_privs, sets rlimits (processes, memory, CPU, file size, open files, no core), execs the
-program and writes one JSON line per input. When PID 1 exits (the job returned, its wall-clock
-alarm rang, or the scorer killed `unshare`, which takes PID 1 with it) the kernel kills every
-process left in the namespace. The scorer reads back a capped number of bytes and never sees
-anything else of the job. Not covered: kernel exploits, side channels, CPU contention.
+mount, PID, network, IPC and UTS namespaces, in which sandbox_job.py runs as PID 1, builds a root
+that holds only the interpreter, read-only, and runs the program under a fresh uid with rlimits
+(sandbox_job.py says how). When PID 1 exits (the job returned, its alarm rang, or the scorer
+killed it) the kernel kills every process left in the namespace. The scorer reads back a capped
+number of bytes and sees nothing else of the job. Not covered: kernel exploits, side channels,
+CPU contention (docs/composition.md, "Sandbox").
 
 Unisolated (only when the caller accepts the risk): a plain subprocess in its own session with
 the same limits and a guard hiding destructive os functions, which stops mistakes, not attacks.
-Standard library only: the job imports nothing else.
 """
 
 import concurrent.futures
-import copy
-import ctypes
 import functools
 import json
 import math
 import os
 import random
-import resource
 import selectors
 import shutil
 import signal
@@ -34,22 +27,10 @@ import tempfile
 import time
 from typing import NamedTuple
 
-_FILE_BYTES = 16 << 20  # RLIMIT_FSIZE: scratch files only; results travel over a pipe
-_SCRATCH = "size=64m,nr_inodes=4096"  # the job's /tmp
-_PROCESSES = 16  # RLIMIT_NPROC (threads count) of the job's uid, which nothing else uses
-_OPEN_FILES = 256
+from compgen_jax.llm_eval import sandbox_job
+
 _GRACE_S = 1.0  # PID 1's alarm rings this long after the scorer's own deadline
-_BIG_INT_BITS = 10_000  # ints this long go as hex: decimal str() is capped at 4300 digits
 _MESSAGE_CHARS = 300
-_SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_DEVICES = ("null", "zero", "random", "urandom")
-_GUARDED_OS = ("kill", "killpg", "system", "fork", "forkpty", "setsid", "setpgid",
-               "remove", "unlink", "removedirs", "rmdir", "rename", "renames", "replace",
-               "truncate", "chmod", "chown", "fchmod", "fchown", "lchown", "chroot", "setuid",
-               "chdir", "fchdir")
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_BIND = 32, 4096
-_PR_SET_NO_NEW_PRIVS = 38
 HOW_TO_ISOLATE = ("run the scorer as root on Linux with util-linux `unshare` installed "
                   "(docs/composition.md, 'Sandbox')")
 
@@ -62,30 +43,8 @@ class Job(NamedTuple):
 
 class Result(NamedTuple):
   status: str  # "ok" (exactly one output per input), "error" or "timeout"
-  outputs: list  # encode()d return values of the inputs that finished, in order
+  outputs: list  # sandbox_job.encode()d return values of the inputs that finished, in order
   message: str | None
-
-
-def encode(x):
-  """A JSON-able value that compares equal iff the Python values do (up to tuple == list):
-  sets and dicts become sorted tagged lists, anything else unknown its repr."""
-  if x is None or isinstance(x, bool | str | float):
-    return x
-  if isinstance(x, int):
-    return int(x) if x.bit_length() <= _BIG_INT_BITS else {"__int__": hex(x)}
-  if isinstance(x, list | tuple):
-    return [encode(v) for v in x]
-  if isinstance(x, set | frozenset):
-    return {"__set__": sorted((encode(v) for v in x), key=_sort_key)}
-  if isinstance(x, dict):
-    return {"__dict__": sorted(([encode(k), encode(v)] for k, v in x.items()), key=_sort_key)}
-  if type(x).__module__ == "numpy" and hasattr(x, "tolist"):  # numpy scalars and arrays
-    return encode(x.tolist())
-  return {"__repr__": repr(x)}
-
-
-def _sort_key(encoded) -> str:
-  return json.dumps(encoded, sort_keys=True)
 
 
 @functools.cache
@@ -125,7 +84,7 @@ def _execute(job: Job, timeout_s: float, memory_mb: int, output_bytes: int,
   """(the job's Result, what the launcher wrote on stderr)."""
   request = dict(job._asdict(), memory_mb=memory_mb, cpu_s=math.ceil(timeout_s) + 1,
                  wall_s=timeout_s + _GRACE_S, uid=random.SystemRandom().randrange(1 << 20, 1 << 30))
-  script = [sys.executable, "-s", "-P", os.path.abspath(__file__)]
+  script = [sys.executable, "-s", "-P", os.path.abspath(sandbox_job.__file__)]
   with (tempfile.TemporaryDirectory(prefix="sandbox_", ignore_cleanup_errors=True) as directory,
         tempfile.TemporaryFile() as stderr):
     with open(os.path.join(directory, "request.json"), "w", encoding="utf-8") as f:
@@ -248,147 +207,3 @@ def _result(lines: list[dict], num_inputs: int, ended: str, returncode: int | No
   return Result("error", outputs, f"exited with code {returncode} before finishing")
 
 
-# ------------------------------------------------------ inside the job (this file as a script) --
-
-def _libc_call(name: str, *args) -> None:
-  libc = ctypes.CDLL(None, use_errno=True)
-  if getattr(libc, name)(*args) != 0:
-    errno = ctypes.get_errno()
-    raise OSError(errno, f"{name}{args}: {os.strerror(errno)}")
-
-
-def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") -> None:
-  _libc_call("mount", source.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags),
-             data.encode())
-
-
-def _bind(source: str, target: str, flags: int = _MS_NODEV) -> None:
-  """A read-only, nosuid view of source at target (a directory or a device node)."""
-  if os.path.isdir(source):
-    os.makedirs(target, exist_ok=True)
-  else:
-    open(target, "w").close()
-  _mount(source, target, "", _MS_BIND)
-  _mount("", target, "", _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | flags)
-
-
-def _build_root(root: str, uid: int) -> None:
-  """The job's whole file system, on a tmpfs over root: what the interpreter needs, read-only."""
-  _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
-  for name in _SYSTEM_DIRS:
-    host = "/" + name
-    if os.path.islink(host):  # merged /usr: /bin -> usr/bin
-      os.symlink(os.readlink(host), root + host)
-    elif os.path.isdir(host):
-      _bind(host, root + host)
-  # At the paths sys.path was built from (a venv and its base interpreter, unless under /usr).
-  for prefix in sorted({os.path.abspath(sys.prefix), os.path.abspath(sys.base_prefix)}):
-    if prefix == "/":
-      raise OSError("Python's prefix is /: refusing to show the job the whole machine")
-    if prefix.split("/")[1] not in _SYSTEM_DIRS:
-      _bind(prefix, root + prefix)
-  os.mkdir(f"{root}/dev")
-  for name in _DEVICES:
-    _bind(f"/dev/{name}", f"{root}/dev/{name}", flags=0)
-  os.mkdir(f"{root}/proc")
-  _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-  os.mkdir(f"{root}/tmp")
-  _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV,
-         f"{_SCRATCH},mode=700,uid={uid},gid={uid}")
-  _mount("", root, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-
-
-def _init(directory: str) -> None:
-  """PID 1 of the job's namespaces: builds the root, starts the job, waits for it (reaping
-  orphans) and exits with its status, at the latest when its wall-clock alarm rings."""
-  with open(os.path.join(directory, "request.json"), encoding="utf-8") as f:
-    request = json.load(f)
-  # PID 1 gets no default signal actions, so the alarm needs a handler.
-  signal.signal(signal.SIGALRM, lambda *_: os._exit(124))
-  signal.setitimer(signal.ITIMER_REAL, request["wall_s"])
-  _build_root(directory, request["uid"])
-  os.chroot(directory)
-  os.chdir("/tmp")
-  pid = os.fork()
-  if pid == 0:
-    try:
-      uid = request["uid"]
-      _libc_call("prctl", _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-      os.setgroups([])
-      os.setresgid(uid, uid, uid)
-      os.setresuid(uid, uid, uid)  # every capability goes with root
-    except BaseException as e:
-      print(f"sandbox: dropping privileges failed: {e}", file=sys.stderr, flush=True)
-      os._exit(1)
-    _job(request, isolated=True)
-  while True:
-    reaped, status = os.wait()
-    if reaped == pid:
-      code = os.waitstatus_to_exitcode(status)
-      os._exit(code if code >= 0 else 128 - code)
-
-
-def _limit(memory_mb: int, cpu_s: int, isolated: bool) -> None:
-  limits = [(resource.RLIMIT_AS, memory_mb << 20), (resource.RLIMIT_CPU, cpu_s),
-            (resource.RLIMIT_FSIZE, _FILE_BYTES), (resource.RLIMIT_CORE, 0),
-            (resource.RLIMIT_NOFILE, _OPEN_FILES)]
-  if isolated:  # unisolated, the uid is the scorer's
-    limits.append((resource.RLIMIT_NPROC, _PROCESSES))
-  for kind, value in limits:
-    _, hard = resource.getrlimit(kind)
-    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(kind, (value, value))
-
-
-def _guard() -> None:
-  """Unisolated only: hides functions that delete files, signal or spawn processes (evalplus's
-  reliability_guard in spirit); a mistaken rmtree then raises TypeError instead of deleting."""
-  for name in _GUARDED_OS:
-    if hasattr(os, name):
-      setattr(os, name, None)
-  shutil.rmtree = shutil.move = shutil.chown = None
-  subprocess.Popen = None
-
-
-def _job(request: dict, isolated: bool) -> None:
-  """Runs the program on each input, one JSON line per result on the original stdout."""
-  sys.set_int_max_str_digits(0)  # inputs may hold long ints
-  results = os.fdopen(os.dup(1), "w", encoding="utf-8")
-  quiet = os.open(os.devnull, os.O_RDWR)
-  for fd in (0, 1, 2):  # the program's prints must not corrupt the result stream
-    os.dup2(quiet, fd)
-  _limit(request["memory_mb"], request["cpu_s"], isolated)
-  if not isolated:
-    _guard()
-
-  def emit(line: dict) -> None:
-    results.write(json.dumps(line) + "\n")
-    results.flush()
-
-  try:
-    namespace = {"__name__": "__sandbox__"}  # `if __name__ == "__main__":` blocks stay off
-    exec(compile(request["program"], "<program>", "exec"), namespace)
-    if not callable(namespace.get(request["entry_point"])):
-      raise NameError(f"entry point {request['entry_point']!r} is not defined")
-    function = namespace[request["entry_point"]]
-    for args in request["inputs"]:
-      emit({"out": encode(function(*copy.deepcopy(args)))})
-  except BaseException as e:  # SystemExit and KeyboardInterrupt too: all are the program's
-    try:
-      emit({"error": f"{type(e).__name__}: {e}"[:_MESSAGE_CHARS]})
-    except BaseException:
-      os._exit(1)  # the parent reports the exit code
-  else:
-    emit({"done": True})
-  os._exit(0)  # skip the program's atexit hooks and non-daemon threads
-
-
-def _main(mode: str, directory: str) -> None:
-  if mode == "isolated":
-    _init(directory)
-  with open(os.path.join(directory, "request.json"), encoding="utf-8") as f:
-    _job(json.load(f), isolated=False)
-
-
-if __name__ == "__main__":
-  _main(*sys.argv[1:])
