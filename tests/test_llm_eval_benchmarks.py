@@ -253,6 +253,7 @@ def test_data_errors_name_the_file(tmp_path):
     ("math", dict(colour="red"), "benchmarks.math.colour"),
     ("humaneval_plus", dict(workers=0), "benchmarks.humaneval_plus.workers"),
     ("mbpp_plus", dict(timeout_s=-1.0), "benchmarks.mbpp_plus.timeout_s"),
+    ("mbpp_plus", dict(output_mb=0), "benchmarks.mbpp_plus.output_mb"),
 ])
 def test_bad_settings_raise_config_error(name, overrides, field):
   s = settings(name)
