@@ -231,7 +231,8 @@ def make(name: str, dataset: str) -> Benchmark:
   def score(problems: list[Problem], completions: list[str], settings: ml_collections.ConfigDict,
             cache_dir: str | None) -> list[dict]:
     """Per problem: "correct" (= plus), base, plus, status, message, "extracted" (the program),
-    "isolated". Nothing goes to cache_dir: a file there would be within a candidate's reach."""
+    "isolated". Expected outputs stay in memory, not in cache_dir, where a program run
+    unisolated could rewrite them."""
     del cache_dir
     safe = isolated(settings, f"benchmarks.{name}")
     expected = _expected(problems, settings, safe)
