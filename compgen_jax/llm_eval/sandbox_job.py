@@ -195,7 +195,8 @@ def _main(mode: str, directory: str) -> None:
   if mode == "isolated":
     _init(directory)
   with open(os.path.join(directory, "request.json"), encoding="utf-8") as f:
-    _job(json.load(f), isolated=False)
+    request = json.load(f)
+  _job(request, isolated=False)
 
 
 if __name__ == "__main__":
