@@ -93,7 +93,7 @@ def _execute(job: Job, timeout_s: float, memory_mb: int, output_bytes: int,
     # PYTHONHASHSEED, and a fixed seed makes str-set iteration orders agree between the
     # reference run and the candidate run.
     if isolated:
-      command = ["unshare", "--mount", "--net", "--ipc", "--uts", "--pid", "--fork",
+      command = [shutil.which("unshare"), "--mount", "--net", "--ipc", "--uts", "--pid", "--fork",
                  "--kill-child", *script, "isolated", directory]
     else:
       command = [*script, "unisolated", directory]
