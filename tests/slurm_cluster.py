@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 PACKAGES = ("slurm-wlm", "munge")
 DAEMONS = ("munged", "slurmctld", "slurmd")
-INSTALL_TIMEOUT_S = 300
+INSTALL_TIMEOUT_S = 150  # for all of apt-get's commands together
 START_TIMEOUT_S = 60
 # "localhost" second: with one node defined, slurm takes that node named localhost for any name.
 NODES = ("n2", "localhost")
@@ -76,28 +76,47 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
+def _apt_get(deadline: float, *args: str) -> str | None:
+  """apt-get ARGS, killed at `deadline` (time.monotonic); None, or why it failed."""
+  try:
+    result = subprocess.run(["apt-get", *args], capture_output=True, text=True,
+                            timeout=max(1.0, deadline - time.monotonic()),
+                            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+  except subprocess.TimeoutExpired:
+    return f"apt-get {args[0]} ran past the {INSTALL_TIMEOUT_S} s allowed"
+  if result.returncode == 0:
+    return None
+  return (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+
+
 def install() -> str | None:
-  """Installs the packages where they are missing; the reason it cannot, or None. A file lock
-  keeps two pytest workers from running apt-get at once."""
+  """Installs the packages where they are missing (updating the package lists if the first try
+  fails); None, or the reason it cannot. A file lock keeps pytest workers from running apt-get
+  at once, and a failure is tried once per test run (the workers share its id)."""
   if all(shutil.which(d) for d in DAEMONS):
     return None
   if os.geteuid() != 0 or not shutil.which("apt-get"):
     return "SLURM is not installed and installing it needs root and apt-get"
+  run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+  failed = os.path.join(tempfile.gettempdir(), f"compgen_jax_slurm_install_{run_id}.failed")
   with open(os.path.join(tempfile.gettempdir(), "compgen_jax_slurm_install.lock"), "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
+    if os.path.exists(failed):
+      with open(failed) as f:
+        return f.read()
     if all(shutil.which(d) for d in DAEMONS):
       return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-      result = subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends",
-                               *PACKAGES], env=env, capture_output=True, text=True,
-                              timeout=INSTALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-      return f"apt-get install {' '.join(PACKAGES)} took over {INSTALL_TIMEOUT_S} s"
-    if result.returncode or not all(shutil.which(d) for d in DAEMONS):
-      tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-      return f"apt-get install {' '.join(PACKAGES)} failed: {tail}"
-  return None
+    deadline = time.monotonic() + INSTALL_TIMEOUT_S
+    command = ("install", "-y", "-q", "--no-install-recommends", *PACKAGES)
+    error = _apt_get(deadline, *command) and (_apt_get(deadline, "update", "-q")
+                                              or _apt_get(deadline, *command))
+    missing = [d for d in DAEMONS if not shutil.which(d)]
+    reason = (f"apt-get install {' '.join(PACKAGES)} failed: {error}" if error else
+              f"{', '.join(missing)} not on PATH after installing" if missing else None)
+    if reason:
+      with open(failed, "w") as f:
+        f.write(reason)
+  return reason
 
 
 def _node_lines(ports: list[int]) -> str:
