@@ -50,14 +50,15 @@ class Result(NamedTuple):
 @functools.cache
 def isolation_problem() -> str | None:
   """Why jobs cannot run isolated on this machine (None if they can): checked once by running a
-  trivial job."""
+  job that needs the standard library and its C extensions."""
   if sys.platform != "linux":
     return f"Linux namespaces are needed, this is {sys.platform}"
   if shutil.which("unshare") is None:
     return "util-linux `unshare` is not installed"
   if os.geteuid() != 0:
     return "the job's namespaces and uid switch need root"
-  result, stderr = _execute(Job("def f():\n  return 1\n", "f", [[]]), 10.0, 256, 1 << 20, True)
+  probe = Job("import decimal\ndef f():\n  return int(decimal.Decimal(1))\n", "f", [[]])
+  result, stderr = _execute(probe, 10.0, 256, 1 << 20, True)
   if result != Result("ok", [1], None):
     return f"a test job failed ({(stderr.strip().splitlines() or [result.message])[-1]})"
   return None

@@ -89,11 +89,12 @@ def _build_root(root: str, uid: int) -> None:
       os.symlink(os.readlink(host), root + host)
     elif os.path.isdir(host):
       _bind(host, root + host)
-  # At the paths sys.path was built from (a venv and its base interpreter, unless under /usr).
+  # At the paths sys.path was built from (a venv and its base interpreter), which may be
+  # mounts of their own.
   for prefix in sorted({os.path.abspath(sys.prefix), os.path.abspath(sys.base_prefix)}):
     if prefix == "/":
       raise OSError("Python's prefix is /: refusing to show the job the whole machine")
-    if prefix.split("/")[1] not in _SYSTEM_DIRS:
+    if prefix != "/usr":
       _bind(prefix, root + prefix)
   os.mkdir(f"{root}/dev")
   for name in _DEVICES:
