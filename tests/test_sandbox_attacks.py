@@ -20,6 +20,7 @@ import pytest
 from compgen_jax.llm_eval import evalplus, sandbox, sandbox_job
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO
+from tests.test_sandbox import processes_with
 
 isolation = sandbox.isolation_problem()
 needs_isolation = pytest.mark.skipif(
@@ -92,18 +93,6 @@ def score_elsewhere(settings, completion: str, modes=("isolated",), **env) -> li
       env=dict(os.environ, PYTHONPATH=REPO, **env))
   assert proc.returncode == 0, proc.stderr[-2000:]
   return [json.loads(line) for line in proc.stdout.splitlines()]
-
-
-def processes_with(marker: str) -> list[int]:
-  pids = []
-  for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-      with open(f"/proc/{pid}/cmdline", "rb") as f:
-        if marker.encode() in f.read():
-          pids.append(int(pid))
-    except OSError:
-      pass
-  return pids
 
 
 def test_the_canonical_solution_passes_and_a_wrong_one_fails(bench):
