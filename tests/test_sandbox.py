@@ -5,6 +5,7 @@ needs the isolation is marked, the rest also runs the unisolated fallback."""
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -12,6 +13,7 @@ import pytest
 
 from compgen_jax.llm_eval import sandbox
 from compgen_jax.llm_eval.sandbox import Job
+from tests.helpers import REPO
 
 ISOLATED = sandbox.isolation_problem() is None
 PREFIXES = (sys.prefix, sys.base_prefix)
@@ -59,6 +61,29 @@ def test_what_the_job_started_dies_with_it():
   assert processes_with(f"sleep\0{marker}") == []
   returned = run(program.format("return 1"), timeout_s=2.0)
   assert returned == sandbox.Result("ok", [1], None)
+  assert processes_with(f"sleep\0{marker}") == []
+
+
+@needs_isolation
+def test_a_job_dies_even_when_the_scorer_is_killed():
+  # PID 1's own alarm ends the namespace timeout_s + 1 s after it started.
+  marker = f"{time.time() % 1000:.6f}"
+  program = f"import os\ndef f():\n  os.execv('/bin/sleep', ['sleep', '{marker}'])\n"
+  scorer = subprocess.Popen([sys.executable, "-c", (
+      "from compgen_jax.llm_eval import sandbox\n"
+      f"sandbox.run(sandbox.Job({program!r}, 'f', [[]]), 2.0, 256)\n")], cwd=REPO,
+      env=dict(os.environ, PYTHONPATH=REPO))
+  deadline = time.monotonic() + 10
+  while not processes_with(f"sleep\0{marker}") and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert processes_with(f"sleep\0{marker}"), "the job never started"
+  scorer.kill()
+  scorer.wait()
+  time.sleep(0.5)
+  assert processes_with(f"sleep\0{marker}")  # orphaned, still running
+  deadline = time.monotonic() + 5
+  while processes_with(f"sleep\0{marker}") and time.monotonic() < deadline:
+    time.sleep(0.05)
   assert processes_with(f"sleep\0{marker}") == []
 
 
