@@ -77,6 +77,31 @@ def _one_go_rows(spec_: str, directory) -> list[dict]:
   return _rows(program.workdir)
 
 
+def _start_sweep(spec_: str, sweep_dir, options: slurm.Options = OPTIONS):
+  """launch.run_sweep in a daemon thread: a job that ended without a result would keep it
+  waiting forever (no sacct here), so `_wait` gives up after TIMEOUT_S instead."""
+  out = {}
+
+  def sweep():
+    try:
+      out["failures"] = launch.run_sweep(spec_, str(sweep_dir), "slurm", slurm_options=options)
+    except BaseException as e:  # noqa: BLE001 - re-raised by _wait
+      out["error"] = e
+
+  thread = threading.Thread(target=sweep, daemon=True)
+  thread.start()
+  return thread, out
+
+
+def _wait(started) -> list[dict]:
+  thread, out = started
+  thread.join(TIMEOUT_S)
+  assert not thread.is_alive(), f"the sweep did not end within {TIMEOUT_S} s"
+  if "error" in out:
+    raise out["error"]
+  return out["failures"]
+
+
 def _entries(sweep_dir) -> dict:
   return {e["name"]: e for e in index_lib.read(str(sweep_dir))["programs"]}
 
@@ -88,8 +113,7 @@ def _rows(workdir) -> list[dict]:
 def test_job_array_runs_every_program_and_a_rerun_submits_nothing(cluster, sweep_file,
                                                                   tmp_path):
   sweep_dir = tmp_path / "array"
-  assert launch.run_sweep(f"{sweep_file}:two", str(sweep_dir), "slurm",
-                          slurm_options=OPTIONS) == []
+  assert _wait(_start_sweep(f"{sweep_file}:two", sweep_dir)) == []
   entries = _entries(sweep_dir)
   array_ids = {e["job_id"].split("_")[0] for e in entries.values()}
   assert len(array_ids) == 1, entries  # one array, a task per program
@@ -119,10 +143,7 @@ def test_job_array_runs_every_program_and_a_rerun_submits_nothing(cluster, sweep
 def test_requeued_job_resumes_to_the_uninterrupted_metrics(cluster, sweep_file, tmp_path):
   sweep_dir = tmp_path / "requeue"
   program = spec.load(f"{sweep_file}:long", str(sweep_dir)).programs[0]
-  failures = []
-  sweep = threading.Thread(target=lambda: failures.extend(launch.run_sweep(
-      f"{sweep_file}:long", str(sweep_dir), "slurm", slurm_options=OPTIONS)))
-  sweep.start()
+  sweep = _start_sweep(f"{sweep_file}:long", sweep_dir)
   checkpoints = os.path.join(program.workdir, loop.CHECKPOINT_DIR)
   deadline = time.monotonic() + TIMEOUT_S
   while not checkpointing.available_steps(checkpoints) and time.monotonic() < deadline:
@@ -132,8 +153,7 @@ def test_requeued_job_resumes_to_the_uninterrupted_metrics(cluster, sweep_file, 
   job_id = _entries(sweep_dir)[program.name]["job_id"]
   requeued_at = time.time()
   subprocess.run(["scontrol", "requeue", job_id], env=cluster.env, check=True, timeout=30)
-  sweep.join(TIMEOUT_S)
-  assert not sweep.is_alive() and failures == [], failures
+  assert _wait(sweep) == []
   assert _entries(sweep_dir)[program.name]["status"] == "done"
   assert "Restarts=1" in subprocess.run(["scontrol", "show", "job", job_id], env=cluster.env,
                                         capture_output=True, text=True, timeout=30).stdout
@@ -146,8 +166,7 @@ def test_requeued_job_resumes_to_the_uninterrupted_metrics(cluster, sweep_file, 
 def test_two_node_job_trains_distributed_to_the_one_process_metrics(cluster, sweep_file,
                                                                      tmp_path):
   sweep_dir = tmp_path / "two_nodes"
-  assert launch.run_sweep(f"{sweep_file}:one", str(sweep_dir), "slurm",
-                          slurm_options=OPTIONS._replace(nodes=2)) == []
+  assert _wait(_start_sweep(f"{sweep_file}:one", sweep_dir, OPTIONS._replace(nodes=2))) == []
   program = spec.load(f"{sweep_file}:one", str(sweep_dir)).programs[0]
   for log in (program.log, f"{program.log}.task1"):  # each task ran train.py --distributed
     text = open(log).read()
