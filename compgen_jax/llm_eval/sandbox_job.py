@@ -2,11 +2,12 @@
 
 Isolated, this is PID 1 of the job's namespaces: it mounts the job's root on a tmpfs (read-only,
 nosuid views of /usr and the merged /bin, /lib..., the Python prefixes, four /dev nodes; a fresh
-/proc; a private /tmp), chroots into it and forks the job's process, which drops to a fresh
-unprivileged uid with no_new_privs, sets its rlimits and runs the program on each input, one JSON
-line per result. PID 1 waits for it and exits, at the latest when its wall-clock alarm rings; the
-kernel then kills whatever is left in the namespace. Unisolated, only the job's process runs,
-with the same limits and a guard hiding destructive os functions (damage control).
+/proc; a private /tmp), pivots the mount namespace onto it (the host's file system leaves the
+namespace), chroots into it and forks the job's process, which drops to a fresh unprivileged uid
+with no_new_privs, sets its rlimits and runs the program on each input, one JSON line per result.
+PID 1 waits for it and exits, at the latest when its wall-clock alarm rings; the kernel then
+kills whatever is left in the namespace. Unisolated, only the job's process runs, with the same
+limits and a guard hiding destructive os functions (damage control).
 """
 
 import copy
@@ -34,6 +35,8 @@ _GUARDED_OS = ("kill", "killpg", "system", "fork", "forkpty", "setsid", "setpgid
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND = 32, 4096
 _PR_SET_NO_NEW_PRIVS = 38
+_MNT_DETACH = 2
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # syscall numbers: glibc has no wrapper
 
 
 def encode(x):
@@ -80,9 +83,12 @@ def _bind(source: str, target: str, flags: int = _MS_NODEV) -> None:
   _mount("", target, "", _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | flags)
 
 
-def _build_root(root: str, uid: int) -> None:
-  """The job's whole file system, on a tmpfs over root: what the interpreter needs, read-only."""
-  _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
+def _build_root(top: str, uid: int) -> None:
+  """The job's whole file system, in a tmpfs over top: what the interpreter needs, read-only,
+  under top/jail."""
+  _mount("tmpfs", top, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
+  root = f"{top}/jail"
+  os.mkdir(root)
   for name in _SYSTEM_DIRS:
     host = "/" + name
     if os.path.islink(host):  # merged /usr: /bin -> usr/bin
@@ -104,7 +110,22 @@ def _build_root(root: str, uid: int) -> None:
   os.mkdir(f"{root}/tmp")
   _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV,
          f"{_SCRATCH},mode=700,uid={uid},gid={uid}")
-  _mount("", root, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+  _mount("", top, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def _enter(top: str) -> None:
+  """Makes top the root of the mount namespace, the host's file system leaving it altogether,
+  and chroots into top/jail: chrooted, the job cannot make a user namespace (where it would have
+  CAP_SYS_CHROOT), and there is nothing above the jail to climb to."""
+  os.chdir(top)
+  number = _PIVOT_ROOT.get(os.uname().machine)
+  if number is None:
+    raise OSError(f"pivot_root: syscall number unknown on {os.uname().machine}")
+  _libc_call("syscall", number, b".", b".")  # the old root now lies on top of the new one
+  _libc_call("umount2", b".", _MNT_DETACH)
+  os.chdir("/")
+  os.chroot("/jail")
+  os.chdir("/tmp")
 
 
 def _init(directory: str) -> None:
@@ -116,8 +137,7 @@ def _init(directory: str) -> None:
   signal.signal(signal.SIGALRM, lambda *_: os._exit(124))
   signal.setitimer(signal.ITIMER_REAL, request["wall_s"])
   _build_root(directory, request["uid"])
-  os.chroot(directory)
-  os.chdir("/tmp")
+  _enter(directory)
   pid = os.fork()
   if pid == 0:
     try:
