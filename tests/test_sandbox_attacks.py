@@ -198,6 +198,42 @@ return ' '.join(done)
 
 
 @needs_isolation
+def test_cannot_leave_its_root(bench, tmp_path, monkeypatch):
+  # A world-readable host file, sought through /proc/1/root, a user namespace (where the job
+  # would hold CAP_SYS_CHROOT) and the classic chroot escape.
+  _, settings = bench
+  secret = tmp_path / "secret.txt"
+  secret.write_text(f"host-{uuid.uuid4().hex}")
+  os.chmod(tmp_path, 0o755)
+  attack = body(f"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+for path in ('/proc/1/root' + {str(secret)!r}, {str(secret)!r}):
+    try:
+        got.append(open(path).read())
+    except OSError as e:
+        got.append(type(e).__name__)
+got.append(str(libc.unshare(0x10000000 | 0x00020000)))  # CLONE_NEWUSER | CLONE_NEWNS
+try:
+    os.mkdir('/tmp/x')
+    os.chroot('/tmp/x')
+    for _ in range(20):
+        os.chdir('..')
+    os.chroot('.')
+    got.append(open({str(secret)!r}).read())
+except (OSError, TypeError) as e:  # TypeError: the unisolated guard's os.chroot = None
+    got.append(type(e).__name__)
+raise ValueError(' '.join(got))
+""")
+  [row] = score(settings, attack)
+  assert failed(row) and "host-" not in row["message"]
+  assert row["message"].endswith("PermissionError FileNotFoundError -1 PermissionError")
+  [control] = score(unisolated(monkeypatch, settings), attack)
+  assert secret.read_text() in control["message"]
+
+
+@needs_isolation
 def test_what_a_job_starts_dies_with_it(bench):
   # Detached children (fork, setsid, exec sleep with a marker) after a return and after a
   # timeout: none is alive when the scorer returns.
