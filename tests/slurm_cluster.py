@@ -11,6 +11,7 @@ ended from its result file.
 
 import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
@@ -130,11 +131,12 @@ def _node_lines(ports: list[int]) -> str:
                    + " ".join(keep) for name, port in zip(NODES, ports, strict=True))
 
 
-def _wait_nodes_idle(env: dict, timeout_s: float) -> bool:
+def _wait_nodes_idle(cluster: Cluster, timeout_s: float) -> bool:
+  """Both nodes registered and idle; False once a daemon has exited or after `timeout_s`."""
   deadline = time.monotonic() + timeout_s
-  while time.monotonic() < deadline:
-    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=env, capture_output=True,
-                         text=True, timeout=30).stdout.split()
+  while time.monotonic() < deadline and all(d.poll() is None for d in cluster.daemons):
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=cluster.env,
+                         capture_output=True, text=True, timeout=30).stdout.split()
     states = dict(zip(out[::2], out[1::2], strict=True))
     if sorted(states) == sorted(NODES) and all(s == "idle" for s in states.values()):
       return True
@@ -145,6 +147,8 @@ def _wait_nodes_idle(env: dict, timeout_s: float) -> bool:
 def start(directory: str) -> tuple[Cluster | None, str | None]:
   """Starts munged, slurmctld and one slurmd per node with their files under `directory`;
   (cluster, None), or (None, the reason it cannot run) with nothing left running."""
+  if os.geteuid() != 0:
+    return None, "the test cluster runs its daemons as root (SlurmUser=root)"
   reason = install()
   if reason:
     return None, reason
@@ -159,7 +163,6 @@ def start(directory: str) -> tuple[Cluster | None, str | None]:
     f.write(SLURM_CONF.format(dir=directory, ctld_port=_free_port(),
                               nodes=_node_lines([_free_port() for _ in NODES])))
   env = {**os.environ, "SLURM_CONF": conf}
-  log = open(os.path.join(directory, "log", "daemons.out"), "ab")
   d = directory
   commands = [["munged", "-F", "--force", f"--socket={d}/munge.socket",
                f"--key-file={d}/munge.key", f"--pid-file={d}/munged.pid",
@@ -167,16 +170,19 @@ def start(directory: str) -> tuple[Cluster | None, str | None]:
               ["slurmctld", "-D", "-c", "-f", conf]]
   commands += [["slurmd", "-D", "-f", conf, "-N", name] for name in NODES]
   cluster = Cluster(directory, env, [])
-  for command in commands:
-    cluster.daemons.append(subprocess.Popen(command, env=env, stdout=log, stderr=log,
-                                            start_new_session=True))
-    if command[0] == "munged":
-      _wait_for(lambda: os.path.exists(f"{d}/munge.socket"), 10)
-  if not _wait_nodes_idle(env, START_TIMEOUT_S):
+  with open(os.path.join(directory, "log", "daemons.out"), "ab") as log:
+    for command in commands:
+      cluster.daemons.append(subprocess.Popen(command, env=env, stdout=log, stderr=log,
+                                              start_new_session=True))
+      if command[0] == "munged":
+        _wait_for(lambda: os.path.exists(f"{d}/munge.socket"), 10)
+  if not _wait_nodes_idle(cluster, START_TIMEOUT_S):
+    exited = [c[0] for c, p in zip(commands, cluster.daemons, strict=True) if p.poll() is not None]
     stop(cluster)
-    with open(os.path.join(directory, "log", "daemons.out")) as f:
-      tail = " | ".join(f.read().strip().splitlines()[-2:])
-    return None, f"SLURM did not start within {START_TIMEOUT_S} s ({directory}/log): {tail}"
+    with open(os.path.join(directory, "log", "daemons.out")) as f:  # MPI plugins always complain
+      errors = [l for l in f if re.search("error|fatal", l) and not re.search("(?i)mpi", l)]
+    why = f"{', '.join(exited)} exited" if exited else f"not idle after {START_TIMEOUT_S} s"
+    return None, f"SLURM did not start: {why} ({errors[0].strip() if errors else directory})"
   return cluster, None
 
 
