@@ -1,13 +1,15 @@
 """The sweep's SLURM launcher against a real controller (tests/slurm_cluster.py: munged,
 slurmctld and two slurmd nodes on localhost): a job array, a job requeued mid-run that resumes
 to the uninterrupted metrics, a 2-node job training with --distributed, and a re-run that
-submits nothing. Skipped, with the reason, where SLURM cannot be installed or started.
+submits nothing. Skipped, with the reason, where SLURM cannot be installed or started (the
+last test, of what a job stopped by SLURM leaves, needs no cluster).
 
 The sweeps run in this process (launch.run_sweep, what experiments/sweep.py calls) so that the
 launcher's 30 s SLURM poll can be shortened; the re-run goes through the binary itself.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -175,3 +177,20 @@ def test_two_node_job_trains_distributed_to_the_one_process_metrics(cluster, swe
   assert [r["step"] for r in rows] == [r["step"] for r in want]
   for row, one in zip(rows, want, strict=True):  # to float32 rounding, as tests/test_sharding.py
     assert row == pytest.approx(one, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("code, stopped", [(-signal.SIGTERM, True), (-signal.SIGUSR2, True),
+                                           (-signal.SIGKILL, False), (2, False)])
+def test_a_stage_stopped_by_slurm_leaves_no_result(monkeypatch, code, stopped):
+  """SIGTERM / SIGUSR2 (SLURM requeueing, preempting, cancelling or timing out the job) end the
+  job with SystemExit, which submitit saves no result for; other deaths are failures. No
+  cluster needed."""
+  outcome = {"status": "failed", "exit_code": code, "stage": "train"}
+  monkeypatch.setattr(slurm.program_lib, "run", lambda *a, **k: outcome)
+  monkeypatch.setattr(slurm.program_lib, "host_only", lambda: None)
+  job = slurm.ProgramJob(spec.Program("p", {}, "/w", ("python",), "/w/log", 10), False, False)
+  if stopped:
+    with pytest.raises(SystemExit, match="train stopped by signal"):
+      job()
+  else:
+    assert job() == outcome
