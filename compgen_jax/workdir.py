@@ -50,7 +50,7 @@ def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
   config is refused with the fields that differ; nothing is overwritten.
   """
   if check(workdir, cfg):
-    _lock_if_pending(workdir)  # another process created it since lock() was asked for
+    _lock_if_pending(workdir)  # another process made it since lock() was asked for
     return True
   path = os.path.join(workdir, CONFIG_FILE)
   try:
@@ -99,7 +99,7 @@ LOCK_FILE = ".lock"
 # killed program's train.py still exiting.
 LOCK_WAIT_ENV = "COMPGEN_JAX_LOCK_WAIT_S"
 _held: dict[str, int] = {}  # real path -> this process's locked file descriptor
-_pending: dict[str, float] = {}  # lock() of a workdir not yet created -> the wait prepare uses
+_pending: dict[str, float] = {}  # lock() of a workdir prepare has not made yet -> its wait
 
 
 @contextlib.contextmanager
@@ -109,15 +109,16 @@ def lock(workdir: str, wait_s: float | None = None):
   An flock on WORKDIR/.lock, which holds the holder's pid, host and command; the kernel releases
   it when the holder dies, so a killed writer never leaves a stale lock. Another process holding
   it for longer than `wait_s` (default $COMPGEN_JAX_LOCK_WAIT_S, else 0) is a ConfigError naming
-  that process. A workdir that does not exist yet is locked by `prepare` when it creates it, so
-  a config refused before then leaves nothing behind. Re-entrant within a process.
+  that process. A directory that is not a workdir yet (no config.json) is locked by `prepare`
+  when it makes it one, so a config refused before then leaves nothing behind. Re-entrant within
+  a process.
   """
   key = os.path.realpath(workdir)
   if key in _held or key in _pending:
     yield
     return
   wait_s = float(os.environ.get(LOCK_WAIT_ENV) or 0) if wait_s is None else wait_s
-  if os.path.isdir(workdir):
+  if os.path.isfile(os.path.join(workdir, CONFIG_FILE)):
     _held[key] = _acquire(workdir, wait_s)
   else:
     _pending[key] = wait_s
@@ -132,7 +133,7 @@ def lock(workdir: str, wait_s: float | None = None):
 
 
 def _lock_if_pending(workdir: str) -> None:
-  """Takes the lock that lock() was asked for before `workdir` existed."""
+  """Takes the lock that lock() was asked for before `workdir` was one."""
   key = os.path.realpath(workdir)
   if key in _pending:
     _held[key] = _acquire(workdir, _pending.pop(key))

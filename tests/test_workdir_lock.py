@@ -1,6 +1,6 @@
 """One writer per workdir (workdir.lock): a second writer is refused in one line naming the holder,
-a waiting one gets the lock when the holder ends, and a workdir refused before it exists is not
-created."""
+a waiting one gets the lock when the holder ends, and a directory that is not a workdir yet gets
+nothing written before prepare makes it one (and locks it)."""
 
 import os
 import subprocess
@@ -22,6 +22,13 @@ with workdir.lock(sys.argv[1]):
 """
 
 
+def _workdir(tmp_path) -> str:
+  """A workdir of the tiny hyperteacher config, as train.py starts it."""
+  workdir = str(tmp_path / "w")
+  workdir_lib.prepare(workdir, load_config("hyperteacher", "tiny"))
+  return workdir
+
+
 def _holder(workdir: str, seconds: float) -> subprocess.Popen:
   """Another process holding the workdir's lock for `seconds`."""
   proc = subprocess.Popen([sys.executable, "-c", HOLD, workdir, str(seconds)], cwd=REPO,
@@ -31,8 +38,7 @@ def _holder(workdir: str, seconds: float) -> subprocess.Popen:
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
-  workdir = str(tmp_path / "w")
-  os.makedirs(workdir)
+  workdir = _workdir(tmp_path)
   holder = _holder(workdir, 30)
   try:
     with pytest.raises(ConfigError, match=f"in use by pid {holder.pid} ") as e:
@@ -48,8 +54,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
 
 
 def test_a_waiting_writer_gets_the_lock_when_the_holder_ends(tmp_path):
-  workdir = str(tmp_path / "w")
-  os.makedirs(workdir)
+  workdir = _workdir(tmp_path)
   holder = _holder(workdir, 1)
   start = time.monotonic()
   with workdir_lib.lock(workdir, wait_s=30):
@@ -58,10 +63,15 @@ def test_a_waiting_writer_gets_the_lock_when_the_holder_ends(tmp_path):
   holder.wait()
 
 
-def test_a_new_workdir_is_locked_by_prepare_and_not_created_before(tmp_path):
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_new_workdir_is_locked_by_prepare_and_not_written_before(tmp_path, exists):
   workdir = str(tmp_path / "new")
+  if exists:
+    os.makedirs(workdir)  # an empty directory is not a workdir yet
   with workdir_lib.lock(workdir, wait_s=0):
-    assert not os.path.exists(workdir)  # a config refused now would leave nothing behind
+    # a config refused now would leave nothing behind
+    assert os.listdir(tmp_path) == (["new"] if exists else []) and not (
+        exists and os.listdir(workdir))
     workdir_lib.prepare(workdir, load_config("hyperteacher", "tiny"))
     other = subprocess.run([sys.executable, "-c", HOLD, workdir, "0"], cwd=REPO,
                            capture_output=True, text=True, timeout=60)
@@ -69,8 +79,7 @@ def test_a_new_workdir_is_locked_by_prepare_and_not_created_before(tmp_path):
 
 
 def test_train_binary_refuses_a_held_workdir_in_one_line_and_writes_nothing(tmp_path):
-  workdir = str(tmp_path / "w")
-  os.makedirs(workdir)
+  workdir = _workdir(tmp_path)
   holder = _holder(workdir, 60)
   try:
     result = subprocess.run(
@@ -83,4 +92,4 @@ def test_train_binary_refuses_a_held_workdir_in_one_line_and_writes_nothing(tmp_
     holder.wait()
   assert result.returncode == 2, result.stderr[-2000:]
   assert result.stderr.count("\n") == 1 and f"in use by pid {holder.pid} " in result.stderr
-  assert os.listdir(workdir) == [workdir_lib.LOCK_FILE]
+  assert sorted(os.listdir(workdir)) == [workdir_lib.LOCK_FILE, workdir_lib.CONFIG_FILE]
