@@ -81,6 +81,8 @@ def config_file_error(argv: list[str]) -> str | None:
       return f"--{name}={spec}: no config file {path!r}"
     try:
       load_config_file(spec)
+    except (flags.Error, *USER_ERRORS) as e:  # already a message for the user
+      return " ".join(str(e).split())
     except Exception as e:  # noqa: BLE001 - whatever the config file raises, in one line
       return f"--{name}={spec}: {type(e).__name__}: {' '.join(str(e).split())}"
   return None
