@@ -31,18 +31,19 @@ FOLLOW_UPS = {"probe": ("probe.py", passes.PROBE_FILE, ()),
 # was killed can find the killed stage's process still exiting.
 LOCK_WAIT_S = 60
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+# resolved here, not in the forked child (which should do as little as possible before exec)
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
 
 def _die_with_launcher():
   """A child's preexec_fn: SIGKILL the child when the launcher dies (Linux; elsewhere nothing).
   The signal follows the thread that started the child, which waits on it until it ends."""
-  if _LIBC is None:
+  if _PRCTL is None:
     return None
   launcher = os.getpid()
 
   def preexec() -> None:
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != launcher:  # it died before prctl: nothing would signal us
       os._exit(1)
 
