@@ -104,6 +104,10 @@ def _wait(started) -> list[dict]:
   return out["failures"]
 
 
+def _read(path) -> str:
+  return open(path).read() if os.path.exists(path) else ""
+
+
 def _entries(sweep_dir) -> dict:
   return {e["name"]: e for e in index_lib.read(str(sweep_dir))["programs"]}
 
@@ -177,6 +181,31 @@ def test_two_node_job_trains_distributed_to_the_one_process_metrics(cluster, swe
   assert [r["step"] for r in rows] == [r["step"] for r in want]
   for row, one in zip(rows, want, strict=True):  # to float32 rounding, as tests/test_sharding.py
     assert row == pytest.approx(one, rel=1e-5, abs=1e-6)
+
+
+def test_cancelled_job_is_recorded_failed_and_the_sweep_ends(cluster, sweep_file, tmp_path):
+  """A job that ends without a result (scancel) is seen to end without sacct (squeue)."""
+  sweep_dir = tmp_path / "cancel"
+  program = spec.load(f"{sweep_file}:long", str(sweep_dir)).programs[0]
+  sweep = _start_sweep(f"{sweep_file}:long", sweep_dir)
+  deadline = time.monotonic() + TIMEOUT_S
+  while " train: " not in _read(program.log) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  subprocess.run(["scancel", _entries(sweep_dir)[program.name]["job_id"]], env=cluster.env,
+                 check=True, timeout=30)
+  [failed] = _wait(sweep)
+  assert (failed["status"], failed["stage"]) == ("failed", "job"), failed
+  assert "CANCELLED without a result" in failed["error"], failed
+
+
+def test_relaunch_sees_a_job_still_queued(cluster):
+  """still_queued, which makes a relaunch wait on an earlier launch's job, reads squeue here."""
+  job_id = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap=true"], env=cluster.env,
+                          capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+  assert slurm.still_queued("/unused", job_id) is not None
+  subprocess.run(["scancel", job_id], env=cluster.env, check=True, timeout=30)
+  assert slurm_cluster.settled(cluster, 30)[job_id] == "CANCELLED"
+  assert slurm.still_queued("/unused", job_id) is None
 
 
 @pytest.mark.parametrize("code, stopped", [(-signal.SIGTERM, True), (-signal.SIGUSR2, True),

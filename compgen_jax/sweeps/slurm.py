@@ -7,6 +7,8 @@ requeued by submitit (ProgramJob is Checkpointable) and train.py resumes from it
 
 import os
 import signal
+import subprocess
+import time
 from typing import NamedTuple
 
 import submitit
@@ -20,6 +22,8 @@ POLL_S = {"slurm": 30.0, "local": 1.0}
 FOLDER = "slurm"  # submitit's pickles and job logs, in the sweep dir
 ACTIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
           "RESIZING")
+ENDED = ("BOOT_FAIL", "CANCELLED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+         "TIMEOUT")  # final states (a requeued job passes through others: REQUEUED, PENDING)
 # What SLURM sends every process of a job it requeues, preempts or cancels (SIGTERM), or of one
 # near its time limit (submitit's --signal, SIGUSR2): a stage killed by one was stopped, not failed.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
@@ -76,13 +80,24 @@ def executor(sweep: Sweep, cluster: str, options: Options) -> submitit.AutoExecu
   return ex
 
 
+def state(job) -> str:
+  """A SLURM job's state: sacct's (through submitit), else squeue's. sacct answers nothing on a
+  cluster without accounting (slurmdbd); squeue knows a job until MinJobAge after it ends."""
+  sacct = job.state.split(" ")[0]
+  if sacct != "UNKNOWN":
+    return sacct
+  out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", str(job.job_id), "-o", "%T"],
+                       capture_output=True, text=True, check=False).stdout.split()
+  return out[0] if out else "UNKNOWN"
+
+
 def still_queued(sweep_dir: str, job_id: str | None):
   """The SLURM job of an earlier launch when it is still queued or running, else None: a
   relaunch waits on it instead of submitting a second job into the same workdir."""
   if not job_id:
     return None
   job = submitit.SlurmJob(os.path.join(sweep_dir, FOLDER), job_id)
-  return job if job.state.split(" ")[0] in ACTIVE else None
+  return job if state(job) in ACTIVE else None
 
 
 def _outcome(job, program: Program) -> dict:
@@ -113,8 +128,24 @@ def run(sweep: Sweep, to_run: list[Program], launcher: str, options: Options, pr
     jobs.update({p.name: job for p, job in zip(new, submitted, strict=True)})
   for name, job in jobs.items():
     index.submitted(name, str(job.job_id))
-  programs = {p.name: p for p in to_run}
-  by_id = {job.job_id: name for name, job in jobs.items()}
-  for job in submitit.helpers.as_completed(list(jobs.values()), poll_frequency=POLL_S[cluster]):
-    name = by_id[job.job_id]
-    index.finish(name, _outcome(job, programs[name]))
+  _wait(jobs, {p.name: p for p in to_run}, cluster, index)
+
+
+def _wait(jobs: dict, programs: dict, cluster: str, index: Index) -> None:
+  """Records each job as it ends: from its result file, or, for a SLURM job that reached a final
+  state without one (cancelled, node failure), as failed. submitit alone would wait on that job
+  forever where sacct answers nothing (no accounting); `state` falls back on squeue."""
+  pending = dict(jobs)
+  while pending:
+    for name, job in list(pending.items()):
+      final = state(job) if cluster == "slurm" else None
+      if job.done():
+        index.finish(name, _outcome(job, programs[name]))
+      elif final in ENDED:
+        index.finish(name, program_lib.outcome("failed", None, "job", None, programs[name].log,
+                                               f"job {job.job_id} ended {final} without a result"))
+      else:
+        continue
+      del pending[name]
+    if pending:
+      time.sleep(POLL_S[cluster])
