@@ -67,11 +67,12 @@ def setting_rows(runs: dict) -> list[list]:
   rows = []
   for name, run in runs.items():
     c, loss = run["config"], final_losses(run["metrics"])
+    det = [v for t, v in loss.items() if "|" not in t]  # mixtures keep their entropy
     m, t = c["model"], c["train"]
     rows.append([name, c["preset"], composition_variant(c), c["init"], c["num_seeds"],
                  f"{m['width']} / {m['positions']} / {'tied' if m['tie_head'] else 'untied'}",
-                 f"{t['num_steps']} x {t['batch_size']}", c["optim"]["learning_rate"],
-                 f"{np.mean(list(loss.values())):.2g} (max {max(loss.values()):.2g})"])
+                 f"{t['num_steps']} x {t['batch_size']}", f"{c['optim']['learning_rate']:g}",
+                 f"{np.mean(det):.2g} (max {max(det):.2g})"])
   return rows
 
 
@@ -116,7 +117,7 @@ def diagnostic_rows(runs: dict) -> list[list]:
     for key, rs in groups.items():
       em = [_num(r.get("exact_match", r.get("exact_match_parallel"))) for r in rs]
       rows.append([name, key, float(np.mean(em))] + [
-          float(np.mean([_num(r.get(k, "nan")) for r in rs])) for k in _DIAG])
+          f"{np.mean([_num(r.get(k, 'nan')) for r in rs]):.3g}" for k in _DIAG])
   return rows
 
 
@@ -160,16 +161,19 @@ def em_png(runs: dict, path: str) -> str:
 
 def separation_png(runs: dict, path: str) -> str:
   """Left: overlapping vs factorized pairs (every run and seed) in fraction of steps with two
-  active experts vs the per-step log-ratio cosine. Right: what the composition's errors are:
-  fraction of steps whose argmax no component ranks first vs 1 - exact match."""
-  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+  active experts vs the per-step log-ratio cosine. Middle: mean |log Z_t| of the same rows,
+  which does not separate them. Right: what the composition's errors are: fraction of steps
+  whose argmax no component ranks first vs 1 - exact match."""
+  fig, (ax1, ax3, ax2) = plt.subplots(1, 3, figsize=(14, 4))
   marks = {"disjoint": ("C0", "o"), "chain": ("C2", "s"), "overlap": ("C3", "^")}
   floor = 1e-6
-  for run in runs.values():
+  for i, run in enumerate(runs.values()):
     for r in run.get("violations", []):
       color, marker = marks[r["case"]]
       ax1.scatter(max(_num(r["overlap"]), floor), max(_num(r["ortho_cos"]), floor), c=color,
                   marker=marker, s=18)
+      ax3.scatter(i + 0.2 * (list(marks).index(r["case"]) - 1), _num(r["mean_abs_log_z"]),
+                  c=color, marker=marker, s=18)
     for r in run.get("substitution", []):
       ax2.scatter(max(_num(r["unranked_pick_frac"]), floor), max(1 - _num(r["exact_match"]),
                                                                  floor), c="C0", s=14)
@@ -178,11 +182,13 @@ def separation_png(runs: dict, path: str) -> str:
   ax1.set(xscale="log", yscale="log", xlabel="fraction of steps with both experts active "
           "(KL > 0.1)", ylabel="|cos| of per-step log-ratios", title="overlap vs factorized")
   ax1.legend(fontsize=7)
+  ax3.set_xticks(range(len(runs)), list(runs), rotation=40, ha="right", fontsize=6)
+  ax3.set(ylabel="mean |log Z_t| over scored steps", title="log Z_t does not separate them")
   for ax in (ax1, ax2):
     ax.set(xlim=(floor / 2, 2), ylim=(floor / 2, 2))
-  ax2.set(xscale="log", yscale="log", xlabel="fraction of steps whose composed argmax no "
+  ax2.set(xscale="log", yscale="log", xlabel="fraction of steps picking a token no "
           "component ranks first", ylabel="1 - exact match (per run, pair, seed)",
-          title=f"tail picks vs errors (values < {floor:g} drawn at {floor:g})")
+          title=f"tail picks vs errors (< {floor:g} drawn at {floor:g})")
   return figures.save(fig, path)
 
 
@@ -218,7 +224,8 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
       notes,
       "## Runs",
       table(["run", "preset", "composition", "init", "seeds", "width / positions / head",
-             "steps x batch", "lr", "final training loss, mean over models"],
+             "steps x batch", "lr", "final training loss (nats/token), mean over the "
+             "non-mixture models (max)"],
             setting_rows(runs)),
       "## Exact match of the composition (held-out strings of length 16)",
       f"![exact match]({EM_PNG})",
@@ -248,7 +255,7 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
       table(["run", "model", "L=1", "L=2", "L=3", "L=4", "L=5-16", "L=17-32", "letters L=1",
              "L=2", "L=3", "L=4"], length_rows(runs)),
       "## Wall times (measured, this 2-core CPU shared with other jobs)",
-      table(["run", "minutes", "load at start", "command"], timing_rows(results_dir)),
+      table(["run", "minutes", "1-min load during the run", "command"], timing_rows(results_dir)),
   ]
   return "\n\n".join(s for s in sections if s) + "\n"
 
