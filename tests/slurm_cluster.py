@@ -5,8 +5,8 @@ Installs Debian's slurm-wlm and munge when they are missing (root and apt-get ne
 returns None with a one-line reason where SLURM cannot run, so the tests skip. Two nodes
 (`localhost`, named so that JAX's SLURM detection can reach the coordinator, and `n2`) share
 the machine with their own slurmd (`slurmd -N`): a 2-node job then runs here. There is no
-slurmdbd, so `sacct` answers nothing (accounting_storage/none): submitit then learns that a job
-ended from its result file.
+slurmdbd, so `sacct` answers nothing (accounting_storage/none): submitit learns that a job
+ended from its result file, and the launcher reads other states from squeue.
 """
 
 import fcntl

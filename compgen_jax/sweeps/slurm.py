@@ -3,6 +3,7 @@
 `submitit_local` runs the same path with submitit's LocalExecutor (jobs are local processes,
 all at once), so it is tested without a cluster. A job that SLURM preempts or times out is
 requeued by submitit (ProgramJob is Checkpointable) and train.py resumes from its checkpoints.
+tests/test_slurm_cluster.py runs it against a real controller; docs/slurm.md is the user's guide.
 """
 
 import os
