@@ -46,10 +46,10 @@ def bench(tmp_path):
   return str(path), settings
 
 
-def score(settings, *bodies, cache_dir=None):
+def score(settings, *bodies):
   """The scorer's rows for completions of the problem (function bodies)."""
   problems = evalplus.HUMANEVAL_PLUS.load(settings)
-  return evalplus.HUMANEVAL_PLUS.score(problems * len(bodies), list(bodies), settings, cache_dir)
+  return evalplus.HUMANEVAL_PLUS.score(problems * len(bodies), list(bodies), settings)
 
 
 def failed(row) -> bool:
@@ -152,11 +152,11 @@ for t in targets:
         pass
 return wrote
 """)
-  poison, later = score(settings, attack, WRONG, cache_dir=str(cache))
+  poison, later = score(settings, attack, WRONG)
   assert failed(poison) and "got 0" in poison["message"] and failed(later)
   assert os.listdir(cache) == []
   # Unisolated the file can be written, and still nothing reads it.
-  poison, later = score(unisolated(monkeypatch, settings), attack, WRONG, cache_dir=str(cache))
+  poison, later = score(unisolated(monkeypatch, settings), attack, WRONG)
   assert os.listdir(cache) == ["humaneval_plus_expected.json"] and failed(later)
 
 

@@ -26,7 +26,7 @@ class Benchmark(NamedTuple):
   validate: Callable[[ml_collections.ConfigDict, str], None]
   load: Callable[[ml_collections.ConfigDict], list[Problem]]
   stop_strings: tuple[str, ...]
-  score: Callable[[list[Problem], list[str], ml_collections.ConfigDict, str | None], list[dict]]
+  score: Callable[[list[Problem], list[str], ml_collections.ConfigDict], list[dict]]
   headline: str
 
 

@@ -228,12 +228,11 @@ def _run(jobs: list[sandbox.Job], settings, isolated: bool) -> list[sandbox.Resu
 def make(name: str, dataset: str) -> Benchmark:
   """The HumanEval+ or MBPP+ benchmark: same protocol, different data and special cases."""
 
-  def score(problems: list[Problem], completions: list[str], settings: ml_collections.ConfigDict,
-            cache_dir: str | None) -> list[dict]:
+  def score(problems: list[Problem], completions: list[str],
+            settings: ml_collections.ConfigDict) -> list[dict]:
     """Per problem: "correct" (= plus), base, plus, status, message, "extracted" (the program),
-    "isolated". Expected outputs stay in memory, not in cache_dir, where a program run
-    unisolated could rewrite them."""
-    del cache_dir
+    "isolated". Expected outputs stay in the scorer's memory, never in a file, where a program
+    run unisolated could rewrite them."""
     safe = isolated(settings, f"benchmarks.{name}")
     expected = _expected(problems, settings, safe)
     programs = [sanitize(p.prompt + c, p.target["entry_point"])

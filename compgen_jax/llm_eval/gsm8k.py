@@ -80,10 +80,10 @@ def load(settings: ml_collections.ConfigDict) -> list[Problem]:
   return base.limited(problems, settings)
 
 
-def score(problems: list[Problem], completions: list[str], settings: ml_collections.ConfigDict,
-          cache_dir: str | None) -> list[dict]:
+def score(problems: list[Problem], completions: list[str],
+          settings: ml_collections.ConfigDict) -> list[dict]:
   """Per problem: flexible-extract ("correct", "extracted") and strict-match fields."""
-  del settings, cache_dir  # nothing to tune or cache
+  del settings  # nothing to tune
   out = []
   for problem, completion in zip(problems, completions, strict=True):
     gold = problem.target["gold"]

@@ -63,13 +63,11 @@ def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, work
   models, params = systems.system_params(cfg, loaded, system)
   bar = metric_writer.progress_bar(len(problems), len(problems) - len(todo),
                                    desc=f"{bench_name}/{system.name}")
-  cache = os.path.join(workdir, bench_name, "cache")
-  os.makedirs(cache, exist_ok=True)
   for idx, rows in decoding.completions(models, params, loaded.tokenizer,
                                         [p.prompt for p in todo], bench.stop_strings,
                                         cfg.generate, cfg.compose, cfg.seed):
     batch = [todo[i] for i in idx]
-    scores = bench.score(batch, [r["completion"] for r in rows], settings, cache)
+    scores = bench.score(batch, [r["completion"] for r in rows], settings)
     metric_writer.append_rows(path, [
         {"id": p.id, "system": system.name, **r, **s}
         for p, r, s in zip(batch, rows, scores, strict=True)])
