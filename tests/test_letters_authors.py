@@ -8,7 +8,8 @@ import optax
 import pytest
 
 from compgen_jax.composition import diagnostics
-from compgen_jax.letters import config, data, evaluate, training, zoo
+from compgen_jax.letters import config, data, evaluate, registry, training, zoo
+from compgen_jax.letters.context import Ctx
 from compgen_jax.lm.model import forward
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
@@ -168,3 +169,24 @@ def test_tail_risk_sees_a_tail_token_outvoting_both_experts():
   assert not bool(r["unranked_pick_BxT"][0, 0])
   np.testing.assert_allclose(float(r["unranked_mass_BxT"][0, 0]),
                              1 - float(jnp.exp(p1[0]) + jnp.exp(p1[1])), rtol=1e-5)
+
+
+def test_substitution_rows_in_the_position_layout():
+  """The substitution experiment end to end on untrained position models (identity copies of
+  one init, so the composition is the background and log Z_t = 0)."""
+  cfg = load_config("letters", "tiny", **{"num_seeds": 1, "experiments": ("substitution",),
+                                          "data.layout": "position"})
+  model = zoo.letter_lm(cfg.model, "position")
+  p = jax.tree.map(lambda a: a[None], model.init(jax.random.key(0)))
+  tasks = registry.scratch_tasks(cfg)
+  ctx = Ctx(cfg, zoo.Zoo(model, {t: p for t in tasks}, {}, jax.random.key(0)[None]))
+  (row,) = registry.EXPERIMENTS["substitution"].run(ctx)
+  assert abs(float(row["mean_abs_log_z"])) < 1e-5 and float(row["overlap"]) == 0
+  assert float(row["unranked_pick_frac"]) == 0  # the composition is the background here
+  background = evaluate.exact_match(cfg, (model,), (p,), ctx.x, ctx.len, data.table([]))[0]
+  composed = evaluate.exact_match(cfg, (model,) * 3, (p, p, p), ctx.x, ctx.len,
+                                  data.table([]))[0]
+  np.testing.assert_array_equal(background, composed)
+  assert set(row["qualitative"]) == set(cfg.compose.qualitative)
+  assert all(len(v) == len(k) and set(v) <= set(data.SYMBOLS)
+             for k, v in row["qualitative"].items())
