@@ -1,9 +1,11 @@
 """Where a training step's time goes, against the matmul peak (the profile behind throughput.py).
 
   python benchmarks/step_breakdown.py --widths=512,1024 --runs=1,8
+  python benchmarks/step_breakdown.py --widths=64,128,256 --runs=8 --strategies=auto,vmap
 
-Per width and run count, each part timed as its own jitted lax.scan of --steps steps (vmapped over
-the runs, as training runs them): `step` the whole training step; `data` drawing the batch
+Per width, run count and strategy, each part timed as its own jitted lax.scan of --steps steps
+over the runs as training steps them (training.step.over_runs: vmapped, or one run after another;
+one run is the plain program): `step` the whole training step; `data` drawing the batch
 (teacher / task sampling) alone; `update` forward, backward and AdamW on a fixed batch; `matmuls`
 only the student's forward and backward matmuls at the step's shapes (3 per layer: the floor no
 implementation of this MLP can go under). Prints ms per run-step and GFLOP/s of each, and the
@@ -27,9 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import throughput  # noqa: E402  (benchmarks/ is scripts, not a package)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# the flags are throughput.py's (--widths, --runs, --steps, --repeats), defined on its import
-_WIDTHS, _RUNS, _STEPS, _REPEATS = (throughput._WIDTHS, throughput._RUNS, throughput._STEPS,
-                                    throughput._REPEATS)
+# the flags are throughput.py's (--widths, --runs, --steps, --repeats, --strategies), defined on
+# its import
+_WIDTHS, _RUNS, _STEPS, _REPEATS, _STRATEGIES = (
+    throughput._WIDTHS, throughput._RUNS, throughput._STEPS, throughput._REPEATS,
+    throughput._STRATEGIES)
 
 
 def _best(fn, *args) -> float:
@@ -43,11 +47,15 @@ def _best(fn, *args) -> float:
   return best
 
 
-def _scanned(body, num_runs):
-  """jit(vmap(scan of `body` over steps)): body(carry) -> carry."""
-  def one(carry):
+def _scanned(body, num_runs, strategy):
+  """jit(runs of scan of `body` over steps): body(carry) -> carry, the runs as `strategy` steps
+  them (step.over_runs)."""
+  def one(carry, _):
     return jax.lax.scan(lambda c, _: (body(c), None), carry, length=_STEPS.value)[0]
-  return jax.jit(jax.vmap(one) if num_runs > 1 else one)
+  if num_runs == 1:
+    return jax.jit(lambda carry: one(carry, None))
+  runs_fn = step_lib.over_runs(one, strategy)
+  return jax.jit(lambda carry: runs_fn(carry, None))
 
 
 def _draw(state_acc, bits, cfg):
@@ -59,7 +67,7 @@ def _draw(state_acc, bits, cfg):
   return state.replace(step=state.step + 1), acc
 
 
-def parts(cfg, num_runs: int) -> dict[str, float]:
+def parts(cfg, num_runs: int, strategy: str) -> dict[str, float]:
   """Seconds per run-step of each part."""
   cfg.num_seeds = 1
   grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
@@ -93,12 +101,13 @@ def parts(cfg, num_runs: int) -> dict[str, float]:
 
   steps = _STEPS.value * num_runs
   out = {
-      "step": _best(_scanned(lambda s: step_lib.train_step(s, bits, cfg)[0], num_runs), state),
-      "data": _best(_scanned(lambda sa: _draw(sa, bits, cfg), num_runs),
+      "step": _best(_scanned(lambda s: step_lib.train_step(s, bits, cfg)[0], num_runs,
+                             strategy), state),
+      "data": _best(_scanned(lambda sa: _draw(sa, bits, cfg), num_runs, strategy),
                     (state, jnp.zeros(state.step.shape, jnp.float32))),
       "update": _best(_scanned(lambda sb: (step_lib.update(sb[0], sb[1], cfg)[0], sb[1]),
-                               num_runs), (state, batch)),
-      "matmuls": _best(_scanned(matmuls, num_runs), (x, ws)),
+                               num_runs, strategy), (state, batch)),
+      "matmuls": _best(_scanned(matmuls, num_runs, strategy), (x, ws)),
   }
   return {k: v / steps for k, v in out.items()}
 
@@ -114,14 +123,15 @@ def main(argv):
     cfg.unlock()
     cfg.student.width = width
     gflop = throughput.step_gflop(cfg)
-    for num_runs in map(int, _RUNS.value):
-      t = parts(cfg, num_runs)
+    for num_runs, strategy in [(r, s) for r in map(int, _RUNS.value)
+                               for s in (["one run"] if r == 1 else _STRATEGIES.value)]:
+      t = parts(cfg, num_runs, strategy)
       for name in ("step", "data", "update", "matmuls"):
-        rows.append([width, num_runs, name, 1e3 * t[name], gflop / t[name],
+        rows.append([width, num_runs, strategy, name, 1e3 * t[name], gflop / t[name],
                      gflop / t[name] / peak, t[name] / t["step"]])
         print("  " + "  ".join(f"{v:.4g}" if isinstance(v, float) else str(v)
                                for v in rows[-1]), flush=True)
-  print(report.table(["width", "runs", "part", "ms per run-step", "GFLOP/s (student)",
+  print(report.table(["width", "runs", "strategy", "part", "ms per run-step", "GFLOP/s (student)",
                       "of peak", "share of step"], rows))
 
 

@@ -1,14 +1,19 @@
-"""Training throughput of the fused (vmapped runs x lax.scan) step vs the slow way.
+"""Training throughput of the fused (runs x lax.scan) chunk vs one run and vs the slow way.
 
   python benchmarks/throughput.py                       # CPU: widths 128..1024, 1 and 8 runs
+  python benchmarks/throughput.py --runs=2,8,32 --strategies=auto,vmap   # both ways of R runs
   python benchmarks/throughput.py --runs=1,8,64         # on a GPU
   benchmarks/gpu.sh                                     # GPU: widths 256..2048 x runs 1..256
 
-Prints run-steps/s, task samples/s and achieved GFLOP/s per width and run count (a line as each
-is measured, then the table), the machine's measured matmul peak, and the slow way (one seed, one
-jitted call per step, the batch made by a separate jitted call) with the fused/slow ratio measured
-in the same process. Timings are printed, never asserted. A configuration whose estimated memory
-exceeds the device's, or that runs out of it, is reported as skipped and the others go on.
+Prints run-steps/s, task samples/s and achieved GFLOP/s per width, run count and strategy (the
+chunk's way of stepping its runs: training.step.over_runs; the lines of a width as it is done,
+then the table), the machine's measured matmul peak, the one-run program, and the slow way (one
+seed, one jitted call per step, the batch made by a separate jitted call). "vs 1 run" is a
+chunk's run-steps/s over the one-run program's: R runs in one program against R programs of one
+run. The chunks of a width are timed in rounds, each timing every chunk once (A B A B ...), so
+the load of a shared machine falls on all alike. Timings are printed, never asserted. A
+configuration whose estimated memory exceeds the device's, or that runs out of it, is reported as
+skipped and the others go on.
 """
 
 import os
@@ -40,6 +45,8 @@ _STEPS = flags.DEFINE_integer("steps", 50, "Steps per timed chunk.")
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed chunks (best is reported).")
 _PRECISION = flags.DEFINE_enum("precision", "default", list(PRECISIONS), "Precision of float32 "
                                "matmuls (jax_default_matmul_precision).")
+_STRATEGIES = flags.DEFINE_list("strategies", ["auto"], "How a chunk steps its runs "
+                                 f"(training.step.STRATEGIES: {', '.join(step_lib.STRATEGIES)}).")
 _SLOW = flags.DEFINE_bool("slow", True, "Also time the slow way (one run per width).")
 
 
@@ -94,21 +101,40 @@ def _state(cfg, num_runs: int):
   return loop.make_init(cfg)(keys, hparams)
 
 
-def fused_steps_per_s(cfg, one_run, num_runs: int) -> float:
-  """Run-steps/s of the chunk over `num_runs` copies of the run `one_run` (copies, so the init is
-  compiled once per width; the chunk's cost does not depend on the seeds)."""
-  state = jax.tree.map(lambda a: jnp.repeat(a, num_runs, axis=0), one_run)
+def _copies(one_run, num_runs: int):
+  return jax.tree.map(lambda a: jnp.repeat(a, num_runs, axis=0), one_run)
+
+
+def _chunks(cfg, one_run, counts: list[int], strategies: list[str]) -> dict:
+  """{(runs, strategy): [chunk, state]} compiled and warmed: the one-run program (runs 1, path
+  "one run") and, per run count > 1 and strategy, the chunk over that many copies of `one_run`
+  (copies, so the init is compiled once per width; the chunk's cost does not depend on the
+  seeds)."""
   bits = loop.task_bits(cfg)
-  chunk = step_lib.make_train_chunk(cfg, _STEPS.value)
-  state, _, _ = chunk(state, bits)
-  jax.block_until_ready(state)
-  best = float("inf")
+  solo = jax.jit(lambda s, b: step_lib._chunk_one_run(s, b, cfg, _STEPS.value),
+                 donate_argnums=0)
+  out = {(1, "one run"): [solo, jax.tree.map(lambda a: a[0], one_run)]}
+  for num_runs in counts:
+    for strategy in strategies:
+      chunk = step_lib.make_train_chunk(cfg, _STEPS.value, strategy)
+      out[num_runs, strategy] = [chunk, _copies(one_run, num_runs)]
+  for entry in out.values():
+    entry[1] = entry[0](entry[1], bits)[0]
+    jax.block_until_ready(entry[1])
+  return out
+
+
+def fused_steps_per_s(cfg, chunks: dict) -> dict:
+  """Run-steps/s of every chunk, best of --repeats rounds; each round times every chunk once, one
+  after another (A B C A B C ...), so the load of a shared machine falls on all alike."""
+  bits, best = loop.task_bits(cfg), dict.fromkeys(chunks, float("inf"))
   for _ in range(_REPEATS.value):
-    start = time.perf_counter()
-    state, metrics, _ = chunk(state, bits)
-    jax.block_until_ready(metrics)
-    best = min(best, time.perf_counter() - start)
-  return _STEPS.value * num_runs / best
+    for key, entry in chunks.items():
+      start = time.perf_counter()
+      entry[1], metrics, _ = entry[0](entry[1], bits)
+      jax.block_until_ready(metrics)
+      best[key] = min(best[key], time.perf_counter() - start)
+  return {(r, strategy): _STEPS.value * r / t for (r, strategy), t in best.items()}
 
 
 def slow_steps_per_s(cfg) -> float:
@@ -139,35 +165,41 @@ def _versus(rate: float, width: int, gflop: float, peak: float) -> list:
   return [rate * gflop / peak, rate / ref if ref else float("nan")]
 
 
+def _row(width, num_runs, path, rate, samples, gflop, peak, slow, one, note=""):
+  return [width, num_runs, path, rate, rate * samples, rate * gflop, rate / slow, rate / one,
+          *_versus(rate, width, gflop, peak), note]
+
+
 def measure_width(cfg, width: int, limit_gb: float | None, rows: list[list],
                   peak: float) -> None:
-  """Appends the table rows of one width to `rows` as each is measured: the slow way, then each
-  run count."""
+  """Appends the table rows of one width to `rows`: the slow way, the one-run program, then each
+  run count > 1 with each strategy."""
   cfg.student.width = width
   samples, gflop = cfg.train.batch_size * cfg.task.num_samples, step_gflop(cfg)
   slow = slow_steps_per_s(cfg) if _SLOW.value else float("nan")
-  if _SLOW.value:
-    rows.append([width, 1, "slow", slow, slow * samples, slow * gflop, 1.0,
-                 *_versus(slow, width, gflop, peak), ""])
-  one_run = _state(cfg, 1)
-  for num_runs in map(int, _RUNS.value):
+  counts, skipped = [], []
+  for num_runs in sorted({int(r) for r in _RUNS.value} - {1}):
     need = num_runs * run_gb(cfg)
-    if limit_gb is not None and need > limit_gb:
-      row = [width, num_runs, "fused"] + [float("nan")] * 6 + [
-          f"skipped: needs ~{need:.3g} of {limit_gb:.3g} GB"]
-    else:
-      try:
-        fused = fused_steps_per_s(cfg, one_run, num_runs)
-        row = [width, num_runs, "fused", fused, fused * samples, fused * gflop, fused / slow,
-               *_versus(fused, width, gflop, peak), ""]
-      except jax.errors.JaxRuntimeError as e:
-        if not _out_of_memory(e):
-          raise
-        row = [width, num_runs, "fused"] + [float("nan")] * 6 + ["out of memory"]
+    (counts if limit_gb is None or need <= limit_gb else skipped).append((num_runs, need))
+  counts = [r for r, _ in counts]
+  try:
+    rates = fused_steps_per_s(cfg, _chunks(cfg, _state(cfg, 1), counts, _STRATEGIES.value))
+  except jax.errors.JaxRuntimeError as e:
+    if not _out_of_memory(e):
+      raise
+    rows.append([width, "", "fused"] + [float("nan")] * 7 + ["out of memory"])
+    return
+  one = rates[1, "one run"]
+  if _SLOW.value:
+    rows.append(_row(width, 1, "slow", slow, samples, gflop, peak, slow, one))
+  for (num_runs, path), rate in rates.items():
+    rows.append(_row(width, num_runs, path, rate, samples, gflop, peak, slow, one))
+  for num_runs, need in skipped:
+    rows.append([width, num_runs, "fused"] + [float("nan")] * 7 + [
+        f"skipped: needs ~{need:.3g} of {limit_gb:.3g} GB"])
+  for row in rows[-len(rates) - len(skipped) - _SLOW.value:]:
     print("  " + "  ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row),
           flush=True)
-    rows.append(row)
-  return rows
 
 
 def main(argv):
@@ -188,8 +220,10 @@ def main(argv):
       measure_width(cfg, width, limit_gb, rows, peak)
   except KeyboardInterrupt:  # e.g. gpu.sh's timeout: the table of what was measured
     print("interrupted; the table has the configurations measured so far", flush=True)
+  print(f"strategy auto: {'one run after another' if step_lib.runs_one_after_another() else 'vmap'}"
+        f" here; load average {os.getloadavg()[0]:.2f}", flush=True)
   print(report.table(["width", "runs", "path", "run-steps/s", "samples/s", "GFLOP/s",
-                      "vs slow", "of peak", "vs ref", "note"], rows))
+                      "vs slow", "vs 1 run", "of peak", "vs ref", "note"], rows))
 
 
 if __name__ == "__main__":

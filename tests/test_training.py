@@ -49,7 +49,8 @@ def test_tiny_preset_learns(finished, tiny_cfg):
   assert checkpointing.available_steps(os.path.join(workdir, loop.CHECKPOINT_DIR))[-1] == 200
 
 
-def test_vmapped_run_equals_solo_run(tiny_cfg):
+@pytest.mark.parametrize("strategy", ["vmap", "map"])
+def test_vmapped_run_equals_solo_run(tiny_cfg, strategy):
   grid = runs.run_grid(tiny_cfg)
   keys, hparams = runs.run_inputs(tiny_cfg, grid)
   stacked = loop.make_init(tiny_cfg)(keys, hparams)
@@ -57,14 +58,40 @@ def test_vmapped_run_equals_solo_run(tiny_cfg):
       lambda a: a[1], hparams))
   chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], stacked), solo)
   bits = loop.task_bits(tiny_cfg)
-  chunk = step_lib.make_train_chunk(tiny_cfg, 20)
+  chunk = step_lib.make_train_chunk(tiny_cfg, 20, strategy)
   stacked, metrics, ok = chunk(stacked, bits)
   solo_chunk = jax.jit(lambda s, b: step_lib._chunk_one_run(s, b, tiny_cfg, 20))
   solo, solo_metrics, solo_ok = solo_chunk(solo, bits)
+  assert metrics["train/loss"].shape == (len(grid), 20) and ok.shape == (len(grid),)
+  if strategy == "map":  # each run is the one-run program: the same bits
+    chex.assert_trees_all_equal(jax.tree.map(lambda a: a[1], stacked), solo)
+    chex.assert_trees_all_equal(jax.tree.map(lambda a: a[1], metrics), solo_metrics)
   chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], stacked.params), solo.params,
                               rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(metrics["train/loss"][1], solo_metrics["train/loss"], rtol=1e-5)
   assert bool(ok[1]) and bool(solo_ok)
+
+
+def test_on_one_cpu_the_chunk_runs_the_one_run_programs_matmuls(tiny_cfg):
+  """XLA:CPU's batched dot is slower per FLOP than one run's plain dots (throughput.py): on one
+  CPU "auto" compiles every run's dots exactly as the one-run program has them; vmap batches them
+  over the runs."""
+  assert jax.default_backend() == "cpu" and jax.device_count() == 1
+  assert step_lib.runs_one_after_another()
+  state = loop.abstract_state(tiny_cfg, runs.run_grid(tiny_cfg))
+  one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), state)
+  bits = loop.task_bits(tiny_cfg)
+
+  def dots(fn, arg):  # each dot_general's dimensions and operand types, without SSA names
+    hlo = fn.lower(arg, bits).as_text()
+    return sorted(line.split("dot_general", 1)[1].split(",", 2)[2] for line in hlo.splitlines()
+                  if "stablehlo.dot_general" in line)
+
+  solo = dots(jax.jit(lambda s, b: step_lib._chunk_one_run(s, b, tiny_cfg, 5)), one)
+  assert solo and dots(step_lib.make_train_chunk(tiny_cfg, 5), state) == solo
+  assert dots(step_lib.make_train_chunk(tiny_cfg, 5, "vmap"), state) != solo
+  with pytest.raises(ValueError, match="unknown strategy"):
+    step_lib.make_train_chunk(tiny_cfg, 5, "loop")
 
 
 def test_resume_after_stop_and_nonfinite_equals_uninterrupted(finished, tiny_cfg, tmp_path,

@@ -1,4 +1,5 @@
-"""One training step, and the jitted chunk that vmaps it over runs and scans it over steps."""
+"""One training step, and the jitted chunk that scans it over steps for every run (vmapped, or
+one run after another on a CPU)."""
 
 import functools
 
@@ -64,11 +65,35 @@ def _chunk_one_run(state: RunState, bits_T: jax.Array, cfg, length: int):
   return state, metrics, finite
 
 
-def make_train_chunk(cfg: ml_collections.ConfigDict, length: int):
-  """jit(vmap over runs of scan over `length` steps): (states, bits_T) -> (states, metrics, ok).
+STRATEGIES = ("auto", "vmap", "map")
 
-  metrics are stacked [runs, length]; ok [runs] says loss and parameters stayed finite.
-  The state buffers are donated: the chunk updates them in place.
+
+def runs_one_after_another() -> bool:
+  """The rule behind strategy "auto": on a single CPU device the runs of a chunk go one after
+  another, elsewhere they are vmapped. XLA:CPU runs a vmapped run's matmuls as batched dots,
+  slower per FLOP than one run's plain dots (benchmarks/throughput.py: 8 vmapped runs 0.5-0.9x of
+  one run's run-steps/s at widths 128-1024), while an accelerator fills its cores with the batch.
+  Sharded over several devices the runs stay vmapped (each device steps its own shard)."""
+  return jax.default_backend() == "cpu" and jax.device_count() == 1
+
+
+def over_runs(chunk_one_run, strategy: str = "auto"):
+  """(state, bits_T) -> out of one run, lifted to stacked runs [R]: vmap, or "map" (lax.map over
+  the run axis with the whole chunk inside, so each run is the one-run program and nothing is
+  sliced or re-stacked per step or layer)."""
+  if strategy not in STRATEGIES:
+    raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
+  if strategy == "map" or (strategy == "auto" and runs_one_after_another()):
+    return lambda states, bits_T: jax.lax.map(lambda s: chunk_one_run(s, bits_T), states)
+  return jax.vmap(chunk_one_run, in_axes=(0, None))
+
+
+def make_train_chunk(cfg: ml_collections.ConfigDict, length: int, strategy: str = "auto"):
+  """jit(runs of scan over `length` steps): (states, bits_T) -> (states, metrics, ok).
+
+  The runs are vmapped or stepped one after another (over_runs; `strategy` "auto" picks by
+  backend: runs_one_after_another). metrics are stacked [runs, length]; ok [runs] says loss and
+  parameters stayed finite. The state buffers are donated: the chunk updates them in place.
   """
   chunk = functools.partial(_chunk_one_run, cfg=cfg, length=length)
-  return jax.jit(jax.vmap(chunk, in_axes=(0, None)), donate_argnums=0)
+  return jax.jit(over_runs(chunk, strategy), donate_argnums=0)
