@@ -201,7 +201,8 @@ def length_png(runs: dict, path: str) -> str:
         em[int(r["length"])].append(_num(r["exact_match"]))
     if em:
       ns = sorted(em)
-      ax.plot(ns, [np.mean(em[n]) for n in ns], marker="o", ms=3, label=name, color=f"C{i}")
+      ax.plot(ns, [np.mean(em[n]) for n in ns], marker="o", ms=3, label=name,
+              color=plt.cm.tab20(i % 20), ls="-" if i % 2 == 0 else "--")
   ax.axvline(16, color="k", lw=0.5, ls=":")
   ax.set(xlabel="string length (trained at 16)", ylabel="composition exact match",
          title="length generalization of the composition")
