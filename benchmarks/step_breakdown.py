@@ -78,6 +78,7 @@ def parts(cfg, num_runs: int, strategy: str) -> dict[str, float]:
   if num_runs > 1:
     rep = lambda t: jax.tree.map(lambda a: jnp.repeat(a[None], num_runs, axis=0), t)
     state, batch = rep(state), rep(batch)
+    strategy = step_lib.resolve(strategy, state.params)  # "auto" -> "vmap" or "map"
   samples = cfg.train.batch_size * cfg.task.num_samples
   dims = ([cfg.task.num_modules + cfg.task.input_dim] + [cfg.student.width] * cfg.student.depth
           + [cfg.task.output_dim])

@@ -220,8 +220,9 @@ def main(argv):
       measure_width(cfg, width, limit_gb, rows, peak)
   except KeyboardInterrupt:  # e.g. gpu.sh's timeout: the table of what was measured
     print("interrupted; the table has the configurations measured so far", flush=True)
-  print(f"strategy auto: {'one run after another' if step_lib.runs_one_after_another() else 'vmap'}"
-        f" here; load average {os.getloadavg()[0]:.2f}", flush=True)
+  print(f"strategy auto (training.step.runs_one_after_another): map on one CPU device when a "
+        f"run's largest weight has >= {step_lib.MAP_MIN_WEIGHTS} entries, else vmap; load "
+        f"average {os.getloadavg()[0]:.2f}", flush=True)
   print(report.table(["width", "runs", "path", "run-steps/s", "samples/s", "GFLOP/s",
                       "vs slow", "vs 1 run", "of peak", "vs ref", "note"], rows))
 

@@ -72,26 +72,30 @@ def test_vmapped_run_equals_solo_run(tiny_cfg, strategy):
   assert bool(ok[1]) and bool(solo_ok)
 
 
-def test_on_one_cpu_the_chunk_runs_the_one_run_programs_matmuls(tiny_cfg):
+def test_on_one_cpu_the_chunk_runs_the_one_run_programs_matmuls():
   """XLA:CPU's batched dot is slower per FLOP than one run's plain dots (throughput.py): on one
-  CPU "auto" compiles every run's dots exactly as the one-run program has them; vmap batches them
-  over the runs."""
+  CPU "auto" compiles every run's dots exactly as the one-run program has them once a run's
+  largest weight has MAP_MIN_WEIGHTS entries (width 128); below, and with "vmap", they are
+  batched over the runs."""
   assert jax.default_backend() == "cpu" and jax.device_count() == 1
-  assert step_lib.runs_one_after_another()
-  state = loop.abstract_state(tiny_cfg, runs.run_grid(tiny_cfg))
-  one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), state)
-  bits = loop.task_bits(tiny_cfg)
 
-  def dots(fn, arg):  # each dot_general's dimensions and operand types, without SSA names
+  def dots(fn, arg, bits):  # each dot_general's dimensions and operand types, no SSA names
     hlo = fn.lower(arg, bits).as_text()
     return sorted(line.split("dot_general", 1)[1].split(",", 2)[2] for line in hlo.splitlines()
                   if "stablehlo.dot_general" in line)
 
-  solo = dots(jax.jit(lambda s, b: step_lib._chunk_one_run(s, b, tiny_cfg, 5)), one)
-  assert solo and dots(step_lib.make_train_chunk(tiny_cfg, 5), state) == solo
-  assert dots(step_lib.make_train_chunk(tiny_cfg, 5, "vmap"), state) != solo
+  for width, mapped in ((128, True), (64, False)):
+    cfg = load_config("hyperteacher", "tiny", **{"student.width": width})
+    state = loop.abstract_state(cfg, runs.run_grid(cfg))
+    assert step_lib.runs_one_after_another(state.params) == mapped
+    one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), state)
+    bits = loop.task_bits(cfg)
+    solo = dots(jax.jit(lambda s, b, cfg=cfg: step_lib._chunk_one_run(s, b, cfg, 5)), one, bits)
+    vmapped = dots(step_lib.make_train_chunk(cfg, 5, "vmap"), state, bits)
+    assert solo and vmapped != solo
+    assert dots(step_lib.make_train_chunk(cfg, 5), state, bits) == (solo if mapped else vmapped)
   with pytest.raises(ValueError, match="unknown strategy"):
-    step_lib.make_train_chunk(tiny_cfg, 5, "loop")
+    step_lib.make_train_chunk(cfg, 5, "loop")
 
 
 def test_resume_after_stop_and_nonfinite_equals_uninterrupted(finished, tiny_cfg, tmp_path,
@@ -194,9 +198,10 @@ def test_run_in_a_sweep_grid_equals_the_solo_run_with_its_key_and_values():
   are bit-identical; after training, equal to float32 rounding where the runs are vmapped and
   bit-identical where they run one after another (one CPU; README states what holds)."""
   grid_cfg = load_config("hyperteacher", "tiny", **{"sweep.learning_rate": (1e-3, 3e-3),
-                                                    "sweep.frac_ood": (0.2, 0.5)})
+                                                    "sweep.frac_ood": (0.2, 0.5),
+                                                    "student.width": 128})
   solo_cfg = load_config("hyperteacher", "tiny", **{"num_seeds": 1, "optim.learning_rate": 3e-3,
-                                                    "task.frac_ood": 0.5})
+                                                    "task.frac_ood": 0.5, "student.width": 128})
   states = []
   for cfg in (grid_cfg, solo_cfg):
     grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
@@ -210,7 +215,7 @@ def test_run_in_a_sweep_grid_equals_the_solo_run_with_its_key_and_values():
   for a, b in zip(jax.tree.leaves(grid_init), jax.tree.leaves(solo_init), strict=True):
     np.testing.assert_array_equal(a, b)
   chex.assert_trees_all_close(grid_params, solo_params, rtol=1e-5, atol=1e-6)
-  if step_lib.runs_one_after_another():
+  if step_lib.runs_one_after_another(jax.tree.map(lambda a: a[None], grid_params)):  # [1, ...]
     chex.assert_trees_all_equal(grid_params, solo_params)
 
 

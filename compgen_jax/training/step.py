@@ -2,6 +2,7 @@
 one run after another on a CPU)."""
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -66,34 +67,55 @@ def _chunk_one_run(state: RunState, bits_T: jax.Array, cfg, length: int):
 
 
 STRATEGIES = ("auto", "vmap", "map")
+# "auto" maps runs one after another on a CPU when a run's largest weight matrix has at least this
+# many entries (an MLP of width 128): below it each op is small, per-op overhead dominates and
+# the vmapped program is faster (throughput.py, width 64: 8 vmapped runs 1.08x of one run, mapped
+# 0.99x).
+MAP_MIN_WEIGHTS = 128 * 128
 
 
-def runs_one_after_another() -> bool:
-  """The rule behind strategy "auto": on a single CPU device the runs of a chunk go one after
-  another, elsewhere they are vmapped. XLA:CPU runs a vmapped run's matmuls as batched dots,
-  slower per FLOP than one run's plain dots (benchmarks/throughput.py: 8 vmapped runs 0.5-0.9x of
-  one run's run-steps/s at widths 128-1024), while an accelerator fills its cores with the batch.
-  Sharded over several devices the runs stay vmapped (each device steps its own shard)."""
-  return jax.default_backend() == "cpu" and jax.device_count() == 1
+def runs_one_after_another(params) -> bool:
+  """The rule behind strategy "auto" for runs with stacked parameters `params` [R, ...]: one
+  after another on a single CPU device when a run's largest weight has >= MAP_MIN_WEIGHTS
+  entries, else vmapped. XLA:CPU runs vmapped runs' matmuls as batched dots, slower per FLOP than
+  one run's plain dots (throughput.py: 8 vmapped runs 0.93x of one run at width 512, mapped
+  1.01x), while an accelerator fills its cores with the batch. Sharded over several devices the
+  runs stay vmapped (each device steps its own shard)."""
+  largest = max(math.prod(a.shape[1:]) for a in jax.tree.leaves(params))
+  return (jax.default_backend() == "cpu" and jax.device_count() == 1
+          and largest >= MAP_MIN_WEIGHTS)
 
 
-def over_runs(chunk_one_run, strategy: str = "auto"):
-  """(state, bits_T) -> out of one run, lifted to stacked runs [R]: vmap, or "map" (lax.map over
-  the run axis with the whole chunk inside, so each run is the one-run program and nothing is
-  sliced or re-stacked per step or layer)."""
-  if strategy not in STRATEGIES:
-    raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
-  if strategy == "map" or (strategy == "auto" and runs_one_after_another()):
+def over_runs(chunk_one_run, strategy: str):
+  """(state, bits_T) -> out of one run, lifted to stacked runs [R]: "vmap", or "map" (lax.map
+  over the run axis with the whole chunk inside, so each run is the one-run program and nothing
+  is sliced or re-stacked per step or layer)."""
+  if strategy == "map":
     return lambda states, bits_T: jax.lax.map(lambda s: chunk_one_run(s, bits_T), states)
   return jax.vmap(chunk_one_run, in_axes=(0, None))
+
+
+def _check(strategy: str) -> None:
+  if strategy not in STRATEGIES:
+    raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
+
+
+def resolve(strategy: str, params) -> str:
+  """The strategy to lift with ("vmap" or "map"); "auto" is runs_one_after_another(params)."""
+  _check(strategy)
+  if strategy == "auto":
+    return "map" if runs_one_after_another(params) else "vmap"
+  return strategy
 
 
 def make_train_chunk(cfg: ml_collections.ConfigDict, length: int, strategy: str = "auto"):
   """jit(runs of scan over `length` steps): (states, bits_T) -> (states, metrics, ok).
 
-  The runs are vmapped or stepped one after another (over_runs; `strategy` "auto" picks by
-  backend: runs_one_after_another). metrics are stacked [runs, length]; ok [runs] says loss and
+  The runs are vmapped or stepped one after another (over_runs; "auto" picks by backend and
+  size: runs_one_after_another). metrics are stacked [runs, length]; ok [runs] says loss and
   parameters stayed finite. The state buffers are donated: the chunk updates them in place.
   """
+  _check(strategy)  # here, not when first traced
   chunk = functools.partial(_chunk_one_run, cfg=cfg, length=length)
-  return jax.jit(over_runs(chunk, strategy), donate_argnums=0)
+  return jax.jit(lambda states, bits_T: over_runs(chunk, resolve(strategy, states.params))(
+      states, bits_T), donate_argnums=0)
