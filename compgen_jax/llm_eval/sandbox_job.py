@@ -95,6 +95,11 @@ def _build_root(top: str, uid: int) -> None:
       os.symlink(os.readlink(host), root + host)
     elif os.path.isdir(host):
       _bind(host, root + host)
+  # The scratch /tmp first: a venv or interpreter that lives under the host's /tmp (a clone in
+  # /tmp) is then bound on top of it rather than hidden by it.
+  os.mkdir(f"{root}/tmp")
+  _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV,
+         f"{_SCRATCH},mode=700,uid={uid},gid={uid}")
   # At the paths sys.path was built from (a venv and its base interpreter), which may be
   # mounts of their own.
   for prefix in sorted({os.path.abspath(sys.prefix), os.path.abspath(sys.base_prefix)}):
@@ -107,9 +112,6 @@ def _build_root(top: str, uid: int) -> None:
     _bind(f"/dev/{name}", f"{root}/dev/{name}", flags=0)
   os.mkdir(f"{root}/proc")
   _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-  os.mkdir(f"{root}/tmp")
-  _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV,
-         f"{_SCRATCH},mode=700,uid={uid},gid={uid}")
   _mount("", top, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
