@@ -37,14 +37,13 @@ flags.mark_flags_as_required(["workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  with cli.user_errors():
-    if _EVALUATE_ONLY.value:
-      standalone.evaluate(_CONFIG.value, _WORKDIR.value, _EXPERIMENTS.value)
-    elif _CONFIG.value is None or _EXPERIMENTS.value:
-      raise ConfigError("config", "training needs --config=configs/letters.py:<preset> (and "
-                        "--config.experiments); --experiments is for --evaluate_only")
-    else:
-      runner.run(_CONFIG.value, _WORKDIR.value)
+  if _EVALUATE_ONLY.value:
+    standalone.evaluate(_CONFIG.value, _WORKDIR.value, _EXPERIMENTS.value)
+  elif _CONFIG.value is None or _EXPERIMENTS.value:
+    raise ConfigError("config", "training needs --config=configs/letters.py:<preset> (and "
+                      "--config.experiments); --experiments is for --evaluate_only")
+  else:
+    runner.run(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,8 @@ _SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 def main(argv):
   del argv
   cli.quiet_logging()
-  with cli.user_errors():
-    rows = passes.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
-                                       _EVALUATORS.value or None)
+  rows = passes.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
+                                     _EVALUATORS.value or None)
   keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
   print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
                                               for r in rows]))

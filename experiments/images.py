@@ -25,8 +25,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  with cli.user_errors():
-    print(experiment.run(_CONFIG.value, _WORKDIR.value, _MODE.value, _STEP.value))
+  print(experiment.run(_CONFIG.value, _WORKDIR.value, _MODE.value, _STEP.value))
 
 
 if __name__ == "__main__":

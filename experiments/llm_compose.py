@@ -26,8 +26,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  with cli.user_errors():
-    runner.run(_CONFIG.value, _WORKDIR.value)
+  runner.run(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ flags.mark_flags_as_required(["workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  with cli.user_errors():
-    rows = passes.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
+  rows = passes.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
   print(report.table(*passes.probe_table(rows)))
   print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{passes.PROBE_FILE}")
 

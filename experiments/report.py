@@ -36,18 +36,17 @@ def _is_workdir(path: str) -> bool:
 
 def main(argv):
   del argv
-  with cli.user_errors():
-    if (_SWEEP_DIR.value is None) == (_WORKDIRS.value is None):
-      raise ConfigError("sweep_dir", "give exactly one of --sweep_dir and --workdirs")
-    if _SWEEP_DIR.value is not None:
-      print(sweep_report.write_report(_SWEEP_DIR.value, _OUT.value))
-      return
-    if _OUT.value is None:
-      raise ConfigError("out", "--workdirs needs --out")
-    # A glob over a sweep dir also matches its bookkeeping (index.json, logs/): keep workdirs.
-    workdirs = [p for pattern in _WORKDIRS.value
-                for p in ([m for m in sorted(glob.glob(pattern)) if _is_workdir(m)] or [pattern])]
-    print(correlation.write_report(workdirs, _OUT.value, _LAM.value))
+  if (_SWEEP_DIR.value is None) == (_WORKDIRS.value is None):
+    raise ConfigError("sweep_dir", "give exactly one of --sweep_dir and --workdirs")
+  if _SWEEP_DIR.value is not None:
+    print(sweep_report.write_report(_SWEEP_DIR.value, _OUT.value))
+    return
+  if _OUT.value is None:
+    raise ConfigError("out", "--workdirs needs --out")
+  # A glob over a sweep dir also matches its bookkeeping (index.json, logs/): keep workdirs.
+  workdirs = [p for pattern in _WORKDIRS.value
+              for p in ([m for m in sorted(glob.glob(pattern)) if _is_workdir(m)] or [pattern])]
+  print(correlation.write_report(workdirs, _OUT.value, _LAM.value))
 
 
 if __name__ == "__main__":

@@ -74,17 +74,15 @@ def main(argv):
   if _ESTIMATE.value or _RATES.value:
     if _RATES.value:
       program_lib.host_only()  # nothing to time
-    with cli.user_errors():
-      estimate.run_estimate(_CONFIG.value, _SWEEP_DIR.value, _RATES.value, _MAX_RUNS.value,
-                            _BUDGET.value, _SAVE_RATES.value, launch.echo)
+    estimate.run_estimate(_CONFIG.value, _SWEEP_DIR.value, _RATES.value, _MAX_RUNS.value,
+                          _BUDGET.value, _SAVE_RATES.value, launch.echo)
     return
   program_lib.host_only()
   options = slurm.Options(_PARTITION.value, _TIME.value, _GPUS.value, _CPUS.value, _MEM.value,
                           _ARRAY.value, _NODES.value)
-  with cli.user_errors():
-    failures = launch.run_sweep(_CONFIG.value, _SWEEP_DIR.value, _LAUNCHER.value,
-                                _PARALLEL.value, _DRY_RUN.value, _PROBE.value, _EVALUATE.value,
-                                options)
+  failures = launch.run_sweep(_CONFIG.value, _SWEEP_DIR.value, _LAUNCHER.value,
+                              _PARALLEL.value, _DRY_RUN.value, _PROBE.value, _EVALUATE.value,
+                              options)
   if failures:
     print(f"error: {len(failures)} program(s) failed: " + "; ".join(
         f"{f['name']} (exit {f['exit_code']} in {f['stage']}, log {f['log']})"

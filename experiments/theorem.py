@@ -21,8 +21,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  with cli.user_errors():
-    summary = experiment.run(_CONFIG.value, _WORKDIR.value)
+  summary = experiment.run(_CONFIG.value, _WORKDIR.value)
   print(json.dumps(summary, indent=1))
 
 

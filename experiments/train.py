@@ -20,8 +20,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  with cli.user_errors():
-    rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   print(report.final_table(rows, _WORKDIR.value))
 
 
