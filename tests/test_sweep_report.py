@@ -104,11 +104,7 @@ def test_grid_helpers():
 # Aggregation against independent formulas
 
 
-def test_spearman_first_crossing_and_power_law():
-  rng = np.random.default_rng(0)
-  x, y = rng.normal(size=20), rng.normal(size=20)
-  d = np.argsort(np.argsort(x)) - np.argsort(np.argsort(y))
-  assert aggregate.spearman(x, y) == pytest.approx(1 - 6 * np.sum(d**2) / (20 * (20**2 - 1)))
+def test_first_crossing_and_power_law():
   # A curve linear in log x crosses the target exactly where the line does.
   xs = np.array([10.0, 20.0, 40.0, 80.0])
   ys = 0.5 + 0.1 * np.log(xs / 10.0)
@@ -150,7 +146,8 @@ def _fake_sweep(root, experiment: str, base: str, programs: list[tuple[dict, lis
 
 
 def _verdicts(text: str) -> dict[str, str]:
-  return dict(re.findall(r"^- (.+?): \*\*(yes|no|n/a)\*\*", text, re.M))
+  return dict(re.findall(r"^- (.+?): \*\*(yes|no|not judged|shown|partial|not shown)\*\*",
+                         text, re.M))
 
 
 def _report(sweep_dir: str) -> str:
@@ -160,18 +157,21 @@ def _report(sweep_dir: str) -> str:
 
 
 def test_scaling_law_recovers_a_planted_exponent(tmp_path):
-  # OOD R^2 linear in log n_train, crossing 0.9 at n* = 0.5 T^0.6 for every (M, K).
+  # OOD R^2 (ID 1, so OOD / ID too) linear in log n_train, crossing 0.9 at n* = 0.5 T^0.6 for
+  # every (M, K); one seed: the fit's interval (exact here) needs no seeds, comparisons do.
   programs = []
   for M in (5, 6, 7, 8):
     T = combinatorics.num_tasks(M, 2)
     n_star = 0.5 * T**0.6
-    planted = [{"n_train": n, "ood/r2": 0.9 + 0.1 * math.log(n / n_star)}
+    planted = [{"n_train": n, "ood/r2": 0.9 + 0.1 * math.log(n / n_star), "id/r2": 1.0}
             for n in (2, 4, 8, 16, 32)]
     programs.append(({"task.num_modules": M, "task.max_hotness": 2}, planted))
   text = _report(_fake_sweep(tmp_path, "scaling_law", "configs/hyperteacher.py:tiny", programs))
   verdicts = _verdicts(text)
-  assert verdicts["mlp: tasks needed grow more slowly than T (fitted exponent < 1)"] == "yes"
-  assert "T^0.600 ± 0.000" in text and "target OOD R^2 = 0.95" in text
+  assert verdicts["mlp: tasks needed grow more slowly than T (exponent < 1; so the fraction "
+                  "of tasks needed falls as T grows)"] == "shown"
+  assert "T^0.600, exponent (95% interval) 0.600 [0.600, 0.600], 4 points" in text
+  assert "reaches 0.9 (fixed before the data" in text
   assert os.path.exists(tmp_path / "scaling_law" / "scaling_law_ood_r2.png")
 
 
@@ -182,10 +182,13 @@ def test_data_scaling_table_and_monotonicity(tmp_path):
       ({"task.num_modules": 5, "task.max_hotness": 2}, rising),
       ({"task.num_modules": 6, "task.max_hotness": 2}, falling)])
   text = _report(sweep_dir)
-  assert _verdicts(text)["OOD R^2 monotone in n_train (non-decreasing mean at every (M, K))"] \
-      == "no"
-  # mean and sample s.d. over the two seeds of (M=5, K=2, n_train=8): 0.3 ± 0.141
-  assert "| 5 | 2 | 15 | 8 | 0.250 | 0.300 ± 0.141 | 2 |" in text
+  # M=5 has two seeds but its rise (0.3 -> 0.6, s.d. 0.14 each) is within their noise: no; M=6
+  # has one seed per point: not judged there (its falling mean says nothing).
+  assert _verdicts(text)["OOD R^2 rises with n_train at every (M, K)"] == "not shown"
+  assert "| 5 | 2 | 2 | 2 | no | 2 points: one comparison" in text
+  assert "| 6 | 2 | 2 | 1 | not judged | one seed |" in text
+  # mean and sample s.d. over the two seeds of (M=5, K=2, n_train=8): 0.3 ± 0.141 (no ID)
+  assert "| 5 | 2 | 15 | 8 | 0.250 | - | 0.300 ± 0.141 | - | 2 |" in text
   assert "No probes in this sweep" in text
 
 
@@ -193,14 +196,15 @@ def test_task_support_verdicts_follow_the_planted_numbers(tmp_path):
   def seeds(*values):
     return [{"n_train": 10, "n_ood": 5, "ood/r2": v} for v in values]
 
-  planted = {"random": seeds(0.9, 0.92), "non_compositional": seeds(0.3, 0.32),
-             "popular_modules": seeds(0.91, 0.9), "unpopular_modules": seeds(0.88, 0.9)}
+  planted = {"random": seeds(0.9, 0.92, 0.91, 0.91), "non_compositional": seeds(0.3, 0.32),
+             "popular_modules": seeds(0.91, 0.9, 0.9, 0.91),
+             "unpopular_modules": seeds(0.88, 0.9)}
   sweep_dir = _fake_sweep(tmp_path, "task_support", "configs/hyperteacher.py:tiny",
                           [({"task.support": s}, r) for s, r in planted.items()])
   verdicts = _verdicts(_report(sweep_dir))
-  assert verdicts["OOD R^2: non_compositional clearly lower than random"] == "yes"
-  assert verdicts["OOD R^2: popular_modules not clearly lower than random"] == "yes"
-  assert verdicts["OOD R^2: unpopular_modules clearly lower than random"] == "no"
+  assert verdicts["OOD R^2: non_compositional clearly lower than random"] == "shown"
+  assert verdicts["OOD R^2: popular_modules not lower by more than 0.05 than random"] == "shown"
+  assert verdicts["OOD R^2: unpopular_modules clearly lower than random"] == "not shown"
   assert (tmp_path / "task_support" / "task_support_ood_r2.png").stat().st_size > 0
 
 
@@ -216,11 +220,11 @@ def test_encoding_table_and_decodability(tmp_path):
         {**r, "lambda": 1.0, "z/best/ood_r2": r["ood/r2"] - 0.1, "z/input/ood_r2": 1.0}
         for r in rows])
   text = _report(sweep_dir)
-  assert "| identity (`identity`) | 0.950 | 0.410 ± 0.010 | 1.000 | 1.000 | 1.000 | " \
-         "0.510 ± 0.010 |" in text
+  assert "| identity (`identity`) | 0.950 | 0.410 ± 0.010 | 1.000 | 1.000 | 1.000 | - | " \
+         "0.510 ± 0.010 | - |" in text
   assert "| few-shot (`few_shot`) | 0.900 |" in text
   assert _verdicts(text)[
-      "strong positive correlation of task decodability with OOD R^2 (Pearson r >= 0.7)"] == "yes"
+      "strong positive correlation of task decodability with OOD R^2 (Pearson r)"] == "yes"
   assert "r = 1.000" in text
 
 
@@ -229,7 +233,7 @@ def test_preference_reports_both_accuracies(tmp_path):
           for n, a, b in ((4, 0.6, 0.1), (6, 0.7, 0.2))]
   text = _report(_fake_sweep(tmp_path, "preference_data_scaling", "configs/preference.py:tiny",
                              [({"task.num_modules": 4}, planted)]))
-  assert "| 4 | 2 | 10 | 4 | 0.250 | 0.100 | 0.600 | 1 |" in text
+  assert "| 4 | 2 | 10 | 4 | 0.250 | - | 0.100 | - | - | 0.600 | - | 1 |" in text
   for slug in ("ood_acc_all", "ood_acc"):
     assert (tmp_path / "preference_data_scaling" / f"data_scaling_{slug}.png").exists()
 
@@ -262,8 +266,8 @@ def _table_cells(text: str, section: str) -> dict[tuple, str]:
   cells = {}
   for line in body.splitlines():
     parts = [p.strip() for p in line.strip("|").split("|")]
-    if len(parts) == 7 and parts[0].isdigit():
-      cells[(int(parts[0]), int(parts[1]), int(parts[3]))] = parts[5]
+    if len(parts) == 9 and parts[0].isdigit() and parts[2].isdigit():  # ID, OOD, gap
+      cells[(int(parts[0]), int(parts[1]), int(parts[3]))] = parts[6]
   return cells
 
 

@@ -1,5 +1,6 @@
-"""Numbers behind the sweep report: per-setting mean and spread over seeds, monotonicity, rank
-correlation, the first crossing of a target and a power-law fit. Plain numpy on run rows."""
+"""Numbers behind the sweep report: per-setting mean and spread over seeds, curves over an axis,
+the first crossing of a target and a power-law fit. Plain numpy on run rows (the rules that turn
+them into verdicts are in verdicts.py)."""
 
 import math
 from typing import NamedTuple
@@ -45,35 +46,6 @@ def group(rows: list[dict], keys: tuple[str, ...], metric: str) -> list[Group]:
 def _sort_key(key: tuple, first: dict) -> tuple:
   return tuple((0, v) if isinstance(v, int | float) and not isinstance(v, bool)
                else (1, first[(i, v)]) for i, v in enumerate(key))
-
-
-def ranks(x) -> np.ndarray:
-  """Ranks 0..n-1 with ties given their average rank."""
-  x = np.asarray(x, np.float64)
-  order = np.argsort(x, kind="stable")
-  r = np.empty(x.size)
-  r[order] = np.arange(x.size)
-  for value in np.unique(x):
-    tied = x == value
-    r[tied] = r[tied].mean()
-  return r
-
-
-def spearman(x, y) -> float:
-  """Spearman rank correlation over the finite pairs; NaN with < 3 pairs or a constant side."""
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  ok = np.isfinite(x) & np.isfinite(y)
-  x, y = x[ok], y[ok]
-  if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-    return math.nan
-  return float(np.corrcoef(ranks(x), ranks(y))[0, 1])
-
-
-def non_decreasing(values) -> bool:
-  """Every value >= the one before it (NaNs skipped)."""
-  x = np.asarray(values, np.float64)
-  x = x[np.isfinite(x)]
-  return bool(np.all(np.diff(x) >= 0))
 
 
 class Crossing(NamedTuple):
@@ -124,22 +96,41 @@ class Metric(NamedTuple):
   key: str  # row key, e.g. "ood/r2"
   label: str  # axis and column label
   slug: str  # in file names
+  id_key: str = ""  # the same metric on training (ID) tasks, e.g. "id/r2"
+  chance: float | None = None  # a guessing student's value, drawn in figures where known
+
+
+def values(rows: list[dict], key: str) -> list[float]:
+  """`key` of each row as a float (NaN where missing)."""
+  return [load.number(r.get(key)) for r in rows]
+
+
+def gaps(rows: list[dict], metric: Metric) -> list[float]:
+  """ID minus OOD per run: a large gap is a generalization gap, a low ID an underfit."""
+  return [i - o for i, o in zip(values(rows, metric.id_key), values(rows, metric.key),
+                                strict=True)]
+
+
+class Curve(NamedTuple):
+  x: list  # increasing
+  mean: list
+  sd: list
+  seeds: int  # the fewest finite seeds behind a point
+  groups: list  # the Group of each point
 
 
 def curves_by(rows: list[dict], metric: str, by: tuple[str, ...],
-              x: str = "n_train") -> dict[tuple, tuple[list, list, list]]:
-  """{values of `by`: (xs, means, sds)} of `metric` over seeds, xs increasing."""
-  out: dict = {}
+              x: str = "n_train") -> dict[tuple, Curve]:
+  """{values of `by`: Curve} of `metric` over seeds, x increasing."""
+  points: dict = {}
   for g in group(rows, (*by, x), metric):
-    xs, means, sds = out.setdefault(g.key[:-1], ([], [], []))
-    xs.append(g.key[-1])
-    means.append(g.mean)
-    sds.append(g.sd)
-  return out
+    points.setdefault(g.key[:-1], []).append(g)
+  return {k: Curve([g.key[-1] for g in gs], [g.mean for g in gs], [g.sd for g in gs],
+                   min(g.n for g in gs), gs) for k, gs in points.items()}
 
 
 def curves(rows: list[dict], metric: str, panel: str, line: str, x: str) -> dict:
-  """{panel value: {line value: (xs, means, sds)}}: curves_by nested for a figure."""
+  """{panel value: {line value: Curve}}: curves_by nested for a figure."""
   out: dict = {}
   for (p, l), curve in curves_by(rows, metric, (panel, line), x).items():
     out.setdefault(p, {})[l] = curve

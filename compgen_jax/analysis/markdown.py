@@ -2,6 +2,8 @@
 
 import math
 
+from compgen_jax.analysis import aggregate
+
 
 def fmt(value, digits: int = 3) -> str:
   """A cell: floats to `digits` decimals ('-' for NaN / None), everything else as str."""
@@ -29,15 +31,54 @@ def table(header: list[str], rows: list[list]) -> str:
 
 
 def check(label: str, ok: bool | None, detail: str = "") -> str:
-  """One computed verdict: '- label: **yes** (detail)'; None (not enough data) -> 'n/a'."""
-  word = "n/a" if ok is None else ("yes" if ok else "no")
+  """One computed verdict: '- label: **yes** (detail)'; None (too few seeds, runs or points,
+  or an interval that holds the bar) -> 'not judged'."""
+  return f"- {label}: **{word(ok)}**" + (f" ({detail})" if detail else "")
+
+
+def word(ok: bool | None) -> str:
+  return "not judged" if ok is None else ("yes" if ok else "no")
+
+
+def judged(label: str, judgement) -> str:
+  """check() of a verdicts.Judgement."""
+  return check(label, judgement.ok, judgement.detail)
+
+
+def verdict(label: str, word: str, detail: str = "") -> str:
+  """A claim's summary line with its verdict word (shown / partial / not shown / not judged)."""
   return f"- {label}: **{word}**" + (f" ({detail})" if detail else "")
+
+
+def fits_check(rows: list[dict], metric, bar: float) -> str:
+  """How many runs fit their training tasks (ID >= bar): underfitting is not a gap."""
+  ids = [v for v in aggregate.values(rows, metric.id_key) if not math.isnan(v)]
+  return check(f"students fit their training tasks ({metric.label.replace('OOD', 'ID')} >= "
+               f"{bar})", all(v >= bar for v in ids) if ids else None,
+               f"{sum(v >= bar for v in ids)} of {len(ids)} runs" if ids
+               else "no ID metric in the rows")
+
+
+def rules(*texts: str) -> str:
+  """The rules a section's verdicts follow, stated before its numbers."""
+  return "Rules: " + "; ".join(texts) + "."
+
+
+def cells(rows: list[dict], metric) -> list[str]:
+  """ID, OOD and ID - OOD of a group of runs, each mean ± s.d. over them."""
+  out = [mean_sd(*aggregate.summarize(aggregate.values(rows, k))[:2])
+         for k in (metric.id_key, metric.key)]
+  return out + [mean_sd(*aggregate.summarize(aggregate.gaps(rows, metric))[:2])]
+
+
+def cell_header(metric) -> list[str]:
+  return [metric.label.replace("OOD", "ID"), metric.label, "ID - OOD"]
 
 
 def claim(text: str) -> str:
   return f"**Paper:** {text}\n\n**This run:**"
 
 
-def figure(path: str, alt: str) -> str:
-  """An image on its own paragraph (a list after it stays a list)."""
-  return f"\n![{alt}]({path})\n"
+def figure(path: str, alt: str, caption: str = "") -> str:
+  """An image on its own paragraph (a list after it stays a list), its caption under it."""
+  return f"\n![{alt}]({path})\n" + (f"\n*{caption}*\n" if caption else "")

@@ -1,111 +1,143 @@
 """Report sections over the number of training tasks: data scaling per (M, K), and the scaling
 law (tasks needed against the total number of tasks, with a fitted power law). Each takes the
 sweep's run rows, the metrics (primary first) and the output directory, and returns its
-markdown."""
+markdown and its claims (verdicts.claim records)."""
 
 import math
 import os
 
-from compgen_jax.analysis import aggregate, figures, paper
+from compgen_jax.analysis import aggregate, figures, paper, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.tasks import combinatorics
 
 MK = ("task.num_modules", "task.max_hotness")
-NEAR_ONE = 0.95  # a best mean at least this high counts as approaching 1
-# Targets tried for "tasks needed", highest first: the report uses the highest one that every
-# student crosses at MIN_POINTS settings or more (so a short CPU run still gets a law).
-TARGETS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5)
-MIN_POINTS = 3
-
-
-def _best(means) -> float:
-  return max((m for m in means if math.isfinite(m)), default=math.nan)
+NEAR_ONE = 0.95  # a mean at the most training tasks at least this high counts as approaching 1
+# "Tasks needed" is fixed before the data, relative to how well the student fits: the number of
+# training tasks at which the seed mean of OOD / ID reaches TARGET_OF_ID (interpolated in log
+# n_train), so a short CPU run is judged on its generalization gap, not on its underfit.
+TARGET_OF_ID = 0.9
+RATIO = "_ood_over_id"  # the derived row key of OOD / ID
 
 
 def _num_tasks(M, K) -> int:
   return combinatorics.num_tasks(int(M), int(K))
 
 
-def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str) -> str:
+def series(label: str, curve: aggregate.Curve, id_curve: aggregate.Curve | None) -> figures.Series:
+  """A figure's line of a curve, with the ID curve of the same settings dashed beside it."""
+  same = id_curve is not None and id_curve.x == curve.x and any(
+      math.isfinite(m) for m in id_curve.mean)
+  return figures.Series(label, curve.x, curve.mean, curve.sd, curve.seeds,
+                        id_curve.mean if same else None, id_curve.sd if same else None)
+
+
+def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """OOD performance against the number of training tasks: a panel per M, a line per K."""
-  parts = [md.claim(paper.CLAIMS["data_scaling"])]
+  parts = [md.claim(paper.CLAIMS["data_scaling"]),
+           md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"],
+                    verdicts.RULES["level"] + f" (approaching 1: {NEAR_ONE}, at the most "
+                    f"training tasks)", verdicts.RULES["fits"]), ""]
+  claims = []
   for metric in metrics:
-    curves = aggregate.curves(rows, metric.key, "task.num_modules", "task.max_hotness",
-                              "n_train")
-    mono, rises, best = [], [], []
-    for lines in curves.values():
-      for xs, means, _ in lines.values():
-        if len(xs) > 1:
-          mono.append(aggregate.non_decreasing(means))
-          rises.append(bool(means[-1] > means[0]))
-        best.append(_best(means))
-    parts.append(md.check(f"{metric.label} monotone in n_train (non-decreasing mean at every "
-                          f"(M, K))", all(mono) if mono else None,
-                          f"{sum(mono)} of {len(mono)} (M, K)"))
-    parts.append(md.check(f"{metric.label} higher at the most than at the fewest training tasks",
-                          all(rises) if rises else None, f"{sum(rises)} of {len(rises)} (M, K)"))
-    parts.append(md.check(f"{metric.label} approaches 1 (best mean >= {NEAR_ONE} at every "
-                          f"(M, K))", all(b >= NEAR_ONE for b in best) if best else None,
-                          f"best means {min(best):.3f} to {max(best):.3f}" if best else ""))
-    panels = [(f"M = {M}", [figures.Series(f"K = {K}", *line) for K, line in lines.items()])
-              for M, lines in curves.items()]
-    path = figures.curves_png(panels, os.path.join(out_dir, f"data_scaling_{metric.slug}.png"),
-                              "number of training tasks", metric.label)
-    parts.append(md.figure(os.path.basename(path), f"{metric.label} vs training tasks"))
+    curves = aggregate.curves(rows, metric.key, *MK, "n_train")
+    ids = aggregate.curves(rows, metric.id_key, *MK, "n_train")
+    rising, near, table, lasts = [], [], [], []
+    for M, lines in curves.items():
+      for K, c in lines.items():
+        up = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
+        last = verdicts.at_least(aggregate.values(c.groups[-1].rows, metric.key), NEAR_ONE)
+        rising.append(up.ok)
+        near.append(last.ok)
+        lasts.append(c.mean[-1])
+        table.append([M, K, len(c.x), c.seeds, md.word(up.ok), up.detail,
+                      md.word(last.ok)])
+    seeds = min((c.seeds for lines in curves.values() for c in lines.values()), default=0)
+    fname = f"data_scaling_{metric.slug}.png"
+    fit_line = md.fits_check(rows, metric, verdicts.FITS_ID)
+    word = verdicts.overall(rising)
+    parts += [fit_line, md.verdict(f"{metric.label} rises with n_train at every (M, K)", word,
+                                   verdicts.count(rising))]
+    word_near = verdicts.overall(near)
+    parts.append(md.verdict(f"{metric.label} approaches 1 (>= {NEAR_ONE} at the most training "
+                            f"tasks, every (M, K))", word_near, verdicts.count(near)))
+    note = verdicts.fits_note(rows, metric.id_key)
+    claims += [verdicts.claim(f"{metric.label} rises monotonically with the number of training "
+                              f"tasks at every (M, K)", "rises monotonically",
+                              f"{verdicts.count(rising)} ({seeds} seeds)", seeds, word, fname,
+                              note),
+               verdicts.claim(f"{metric.label} approaches 1 with enough training tasks",
+                              "-> 1", f"means at the most tasks {min(lasts):.3f} to "
+                              f"{max(lasts):.3f} ({seeds} seeds)" if lasts else "-", seeds,
+                              word_near, fname, note)]
+    parts += ["", md.table(["M", "K", "points", "seeds", "rises", "detail (95% intervals)",
+                            f">= {NEAR_ONE} at the most tasks"], table)]
+    panels = [(f"M = {M}", [series(f"K = {K}", c, ids.get(M, {}).get(K))
+                            for K, c in lines.items()]) for M, lines in curves.items()]
+    path = figures.curves_png(panels, os.path.join(out_dir, fname), "number of training tasks",
+                              metric.label, chance=metric.chance, title=figures.caption(seeds))
+    parts.append(md.figure(os.path.basename(path), f"{metric.label} vs training tasks",
+                           f"{metric.label} (solid) and ID (dashed) against the number of "
+                           f"training tasks; {figures.caption(seeds)}."))
   keys = (*MK, "n_train")
-  groups = {m.key: aggregate.group(rows, keys, m.key) for m in metrics}
+  first = aggregate.group(rows, keys, metrics[0].key)
   body = [[M, K, _num_tasks(M, K), n, g.rows[0].get("frac_ood"),
-           *(md.mean_sd(groups[m.key][i].mean, groups[m.key][i].sd) for m in metrics), g.n]
-          for i, g in enumerate(groups[metrics[0].key]) for M, K, n in [g.key]]
+           *(c for m in metrics for c in md.cells(g.rows, m)), g.n]
+          for g in first for M, K, n in [g.key]]
   parts.append("\n" + md.table(["M", "K", "T", "n_train", "frac_ood",
-                                *(m.label for m in metrics), "seeds"], body))
-  return "\n".join(parts)
+                                *(h for m in metrics for h in md.cell_header(m)), "seeds"], body))
+  return "\n".join(parts), claims
 
 
-def tasks_needed(rows: list[dict], metric: str, by: tuple[str, ...], target: float) -> dict:
-  """{setting (values of `by`): Crossing} of the mean `metric` over n_train at `target`."""
-  out = {}
-  for g_key, (xs, means, _) in aggregate.curves_by(rows, metric, by).items():
-    out[g_key] = aggregate.first_crossing(xs, means, target)
+def with_ratio(rows: list[dict], metric: Metric) -> list[dict]:
+  """Rows with RATIO = OOD / ID (NaN where ID is missing or not positive)."""
+  out = []
+  for r, o, i in zip(rows, aggregate.values(rows, metric.key),
+                     aggregate.values(rows, metric.id_key), strict=True):
+    out.append({**r, RATIO: o / i if i > 0 else math.nan})
   return out
 
 
-def pick_target(rows: list[dict], metric: str, by: tuple[str, ...], per: str) -> float | None:
-  """The highest of TARGETS that, for every value of `per`, MIN_POINTS settings cross (not
-  merely bound from above)."""
-  kinds = {r.get(per) for r in rows}
-  for target in TARGETS:
-    crossings = tasks_needed(rows, metric, by, target)
-    counts = {k: sum(1 for key, c in crossings.items() if key[0] == k and math.isfinite(c.x)
-                     and not c.bound) for k in kinds}
-    if counts and min(counts.values()) >= MIN_POINTS:
-      return target
-  return None
+def tasks_needed(rows: list[dict], by: tuple[str, ...]) -> dict:
+  """{setting: Crossing} of the seed-mean OOD / ID curve over n_train at TARGET_OF_ID (rows
+  from with_ratio)."""
+  return {k: aggregate.first_crossing(c.x, c.mean, TARGET_OF_ID)
+          for k, c in aggregate.curves_by(rows, RATIO, by).items()}
 
 
-def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str) -> str:
-  """Tasks needed to reach a target against T(M, K), log-log, with a power law per student."""
+def per_seed_needed(rows: list[dict], by: tuple[str, ...]) -> dict:
+  """{setting: [tasks needed of each seed's own curve]} (NaN: that seed never reaches it)."""
+  out: dict = {}
+  for key, c in tasks_needed(rows, (*by, "seed")).items():
+    out.setdefault(key[:-1], []).append(c.x)
+  return out
+
+
+def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
+  """Tasks needed against T(M, K), log-log, with a power law per student."""
   metric = metrics[0]
   by = ("student.name", *MK)
-  parts = [md.claim(paper.CLAIMS["scaling_law"])]
-  target = pick_target(rows, metric.key, by, "student.name")
+  target = (f"tasks needed: the number of training tasks at which the seed mean of "
+            f"{metric.label} / ID reaches {TARGET_OF_ID} (fixed before the data; interpolated "
+            f"in log n_train; settings already above it at the fewest tasks give an upper "
+            f"bound and are left out of the fit)")
+  parts = [md.claim(paper.CLAIMS["scaling_law"]),
+           md.rules(target, verdicts.RULES["exponent"], verdicts.RULES["seeds"],
+                    verdicts.RULES["lower"], verdicts.RULES["fits"]), "",
+           md.fits_check(rows, metric, verdicts.FITS_ID)]
+  rows = with_ratio(rows, metric)
   curves = aggregate.curves_by(rows, metric.key, by)
+  ids = aggregate.curves_by(rows, metric.id_key, by)
+  seeds = min((c.seeds for c in curves.values()), default=0)
   panels: dict = {}
-  for (student, M, K), line in curves.items():
-    panels.setdefault(student, []).append(figures.Series(f"M={M}, K={K}", *line))
-  path = figures.curves_png([(f"student: {s}", series) for s, series in panels.items()],
-                            os.path.join(out_dir, f"scaling_law_curves_{metric.slug}.png"),
-                            "number of training tasks", metric.label, hline=target)
-  figure_curves = md.figure(os.path.basename(path), "curves")
-  if target is None:
-    parts.append(md.check("a target reached by enough settings to fit a law", False,
-                          f"no target in {TARGETS} is crossed at {MIN_POINTS} (M, K) per student"))
-    body = [[s, M, K, _num_tasks(M, K), "-", "-", _best(line[1])]
-            for (s, M, K), line in curves.items()]
-    return "\n".join([*parts, figure_curves, _law_table(body, metric)])
-  crossings = tasks_needed(rows, metric.key, by, target)
-  points, fits, body = {}, {}, []
+  for key, c in curves.items():
+    panels.setdefault(key[0], []).append(series(f"M={key[1]}, K={key[2]}", c, ids.get(key)))
+  curves_file = f"scaling_law_curves_{metric.slug}.png"
+  figures.curves_png([(f"student: {s}", ss) for s, ss in panels.items()],
+                     os.path.join(out_dir, curves_file), "number of training tasks",
+                     metric.label, title=figures.caption(seeds))
+  crossings = tasks_needed(rows, by)
+  points, fits, body, claims = {}, {}, [], []
   for (student, M, K), c in crossings.items():
     T = _num_tasks(M, K)
     ts, ns, bounds = points.setdefault(student, ([], [], []))
@@ -113,44 +145,49 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str) -> 
       ts.append(T)
       ns.append(c.x)
       bounds.append(c.bound)
-    best = _best(curves[(student, M, K)][1])
     needed = "not reached" if not math.isfinite(c.x) else f"{'<= ' if c.bound else ''}{c.x:.1f}"
-    body.append([student, M, K, T, needed, "-" if not math.isfinite(c.x) else c.x / T, best])
-  parts.append(f"- target {metric.label} = {target} (the highest of {TARGETS} that every "
-               f"student crosses at >= {MIN_POINTS} (M, K); tasks needed interpolated in "
-               f"log n_train between the runs' mean curves)")
+    group = curves[(student, M, K)].groups[-1].rows
+    body.append([student, M, K, T, needed, "-" if not math.isfinite(c.x) else c.x / T,
+                 *md.cells(group, metric)])
+  law_file = f"scaling_law_{metric.slug}.png"
   for student, (ts, ns, bounds) in points.items():
     keep = [i for i, b in enumerate(bounds) if not b]
     fit = aggregate.fit_power_law([ts[i] for i in keep], [ns[i] for i in keep])
     fits[student] = fit
-    frac = aggregate.spearman([ts[i] for i in keep], [ns[i] / ts[i] for i in keep])
-    parts.append(md.check(
-        f"{student}: tasks needed grow more slowly than T (fitted exponent < 1)",
-        bool(fit.exponent < 1) if math.isfinite(fit.exponent) else None,
-        f"tasks needed = {fit.prefactor:.3g} T^{fit.exponent:.3f} ± {fit.exponent_se:.3f} "
-        f"(s.e.), {fit.n} points"))
-    parts.append(md.check(f"{student}: the fraction of tasks needed falls as T grows "
-                          f"(Spearman < 0)", bool(frac < 0) if math.isfinite(frac) else None,
-                          f"rho = {frac:.3f}"))
-  parts += _student_comparison(crossings)
-  path = figures.law_png(points, fits, os.path.join(out_dir, f"scaling_law_{metric.slug}.png"),
-                         f"training tasks needed for {metric.label} >= {target}")
-  parts += [md.figure(os.path.basename(path), "scaling law"), figure_curves, "",
-            _law_table(body, metric)]
-  return "\n".join(parts)
+    judgement = verdicts.below(verdicts.exponent_interval(fit.exponent, fit.exponent_se,
+                                                          fit.n), 1.0)
+    word = {True: verdicts.SHOWN, False: verdicts.NOT_SHOWN, None: verdicts.NOT_JUDGED}[
+        judgement.ok]
+    law = (f"tasks needed = {fit.prefactor:.3g} T^{fit.exponent:.3f}, exponent (95% interval) "
+           f"{judgement.detail}, {fit.n} points"
+           if math.isfinite(fit.exponent) else f"no fit ({fit.n} points)")
+    parts.append(md.verdict(f"{student}: tasks needed grow more slowly than T (exponent < 1; "
+                            f"so the fraction of tasks needed falls as T grows)", word, law))
+    claims.append(verdicts.claim(f"{student}: training tasks needed grow sub-exponentially "
+                                 f"(power law in T with exponent < 1)", "sub-exponential",
+                                 law, seeds, word, law_file,
+                                 f"target {metric.label} / ID >= {TARGET_OF_ID}"))
+  parts += _student_comparison(rows, by)
+  path = figures.law_png(points, fits, os.path.join(out_dir, law_file),
+                         f"training tasks needed for {metric.label} >= {TARGET_OF_ID} x ID")
+  parts += [md.figure(os.path.basename(path), "scaling law", f"tasks needed from the seed-mean "
+                      f"curves; open markers: upper bounds; {figures.caption(seeds)} behind "
+                      f"each curve."),
+            md.figure(curves_file, "curves", f"{metric.label} (solid) and ID (dashed); "
+                      f"{figures.caption(seeds)}."), "",
+            md.table(["student", "M", "K", "T", "tasks needed", "fraction of T",
+                      *(f"{h} (most tasks)" for h in md.cell_header(metric))], body)]
+  return "\n".join(parts), claims
 
 
-def _law_table(body: list[list], metric: Metric) -> str:
-  return md.table(["student", "M", "K", "T", "tasks needed", "fraction of T",
-                   f"best mean {metric.label}"], body)
-
-
-def _student_comparison(crossings: dict) -> list[str]:
-  """Transformer vs MLP tasks needed at the (M, K) both cross."""
-  needed = {key: c.x for key, c in crossings.items() if math.isfinite(c.x)}
+def _student_comparison(rows: list[dict], by: tuple[str, ...]) -> list[str]:
+  """Transformer vs MLP tasks needed (per seed, log scale) at the (M, K) both have."""
+  needed = per_seed_needed(rows, by)
   shared = [(M, K) for (s, M, K) in needed if s == "transformer" and ("mlp", M, K) in needed]
   if not shared:
     return []
-  fewer = [needed[("transformer", M, K)] < needed[("mlp", M, K)] for M, K in shared]
-  return [md.check("the transformer needs fewer training tasks than the MLP", all(fewer),
-                   f"at {sum(fewer)} of {len(fewer)} shared (M, K)")]
+  oks = [verdicts.lower([math.log(v) for v in needed[("transformer", M, K)]],
+                        [math.log(v) for v in needed[("mlp", M, K)]]).ok for M, K in shared]
+  return [md.verdict("the transformer needs clearly fewer training tasks than the MLP (log "
+                     "tasks needed per seed)", verdicts.overall(oks),
+                     f"{verdicts.count(oks)} of the shared (M, K)")]

@@ -1,75 +1,95 @@
-"""Report sections over model settings: model size, the encoding table beside the paper's, and
-decodability vs generalization. Each takes the sweep's run rows, the metrics (primary first)
-and the output directory, and returns its markdown."""
+"""Report sections over model settings: model size, the encoding table beside the paper's,
+decodability vs generalization, and per-layer decodability of failing vs succeeding runs. Each
+takes the sweep's run rows, the metrics (primary first) and the output directory, and returns
+its markdown and its claims (verdicts.claim records)."""
 
+import math
 import os
+import re
 
 import numpy as np
 
-from compgen_jax.analysis import aggregate, correlation, figures, load, paper, plots
+from compgen_jax.analysis import aggregate, figures, load, paper, plots, sections_data, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 
 TASK_DECODER = load.DECODABILITY  # z at the best student layer (by ID probe R^2), OOD tasks
 INPUT_DECODER = "z/input/ood_r2"  # z from phi(z) itself
-STRONG_R = 0.7  # a Pearson r at least this large is called a strong correlation
-GENERALIZES = 0.9  # an OOD R^2 at least this large is called generalizing
+GENERALIZES = 0.9  # an OOD R^2 (and a task decoder R^2) at least this large is called high
+# Covariates a correlation is made partial on, where they vary: the swept sizes.
+SIZES = (("n_train", math.log, "log n_train"), ("student.width", math.log2, "log2 width"),
+         ("student.depth", float, "depth"))
 
 
-def _fraction(flags: list[bool]) -> tuple[bool | None, str]:
-  return (all(flags) if flags else None), f"{sum(flags)} of {len(flags)}"
+def _word(ok: bool | None) -> str:
+  return {True: verdicts.SHOWN, False: verdicts.NOT_SHOWN, None: verdicts.NOT_JUDGED}[ok]
 
 
-def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str) -> str:
+def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """OOD performance against width (one panel per encoding, a line per depth)."""
   keys = ("encoding.name", "student.depth", "student.width")
-  parts = [md.claim(paper.CLAIMS["model_size"])]
+  parts = [md.claim(paper.CLAIMS["model_size"]),
+           md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"], verdicts.RULES["fits"]),
+           ""]
+  claims = []
   for metric in metrics:
-    curves = aggregate.curves(rows, metric.key, "encoding.name", "student.depth", "student.width")
-    widths_up, spearman_up = [], []
-    for lines in curves.values():
-      for xs, means, _ in lines.values():
-        if len(xs) > 1:
-          widths_up.append(aggregate.non_decreasing(means))
-          rho = aggregate.spearman(xs, means)
-          spearman_up.append(bool(rho > 0) if np.isfinite(rho) else means[-1] > means[0])
-    deeper = []
-    by_key = {g.key: g.mean for g in aggregate.group(rows, keys, metric.key)}
-    for (enc, depth, width), mean in by_key.items():
-      shallower = [m for (e, d, w), m in by_key.items() if e == enc and w == width and d < depth]
-      if shallower:
-        deeper.append(bool(mean >= max(shallower)))
-    ok, detail = _fraction(widths_up)
-    parts.append(md.check(f"{metric.label} monotone in width (every encoding and depth)", ok,
-                          f"non-decreasing for {detail}"))
-    ok, detail = _fraction(spearman_up)
-    parts.append(md.check(f"{metric.label} rises with width (Spearman rho > 0; with two "
-                          f"widths: the wider is higher)", ok, detail))
-    ok, detail = _fraction(deeper)
-    parts.append(md.check(f"{metric.label} at least as high for the deeper MLP at equal width",
-                          ok, detail))
-    panels = [(f"encoding: {enc}", [figures.Series(f"depth {d}", *line)
-                                    for d, line in lines.items()])
+    curves = aggregate.curves(rows, metric.key, "encoding.name", "student.depth",
+                              "student.width")
+    ids = aggregate.curves(rows, metric.id_key, "encoding.name", "student.depth",
+                           "student.width")
+    by_width = aggregate.curves(rows, metric.key, "encoding.name", "student.width",
+                                "student.depth")
+    wider, deeper, table = [], [], []
+    for enc, lines in curves.items():
+      for depth, c in lines.items():
+        j = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
+        wider.append(j.ok)
+        table.append([enc, f"depth {depth}", "width", c.seeds, md.word(j.ok), j.detail])
+    for enc, lines in by_width.items():
+      for width, c in lines.items():
+        j = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
+        if len(c.x) > 1:
+          deeper.append(j.ok)
+          table.append([enc, f"width {width}", "depth", c.seeds, md.word(j.ok), j.detail])
+    seeds = min((c.seeds for lines in curves.values() for c in lines.values()), default=0)
+    fname = f"model_size_{metric.slug}.png"
+    fit_line = md.fits_check(rows, metric, verdicts.FITS_ID)
+    note = verdicts.fits_note(rows, metric.id_key)
+    parts.append(fit_line)
+    for axis, oks, over in (("width", wider, "encoding and depth"),
+                            ("depth", deeper, "encoding and width")):
+      word = verdicts.overall(oks)
+      parts.append(md.verdict(f"{metric.label} rises with {axis} at every {over}", word,
+                              verdicts.count(oks)))
+      claims.append(verdicts.claim(f"{metric.label} rises with the student's {axis}, for "
+                                   f"every encoding", "rises", f"{verdicts.count(oks)} "
+                                   f"({seeds} seeds)", seeds, word, fname, note))
+    parts += ["", md.table(["encoding", "at", "over", "seeds", "rises",
+                            "detail (95% intervals)"], table)]
+    panels = [(f"encoding: {enc}", [sections_data.series(f"depth {d}", c,
+                                                         ids.get(enc, {}).get(d))
+                                    for d, c in lines.items()])
               for enc, lines in curves.items()]
-    path = figures.curves_png(panels, os.path.join(out_dir, f"model_size_{metric.slug}.png"),
-                              "MLP width", metric.label, xscale="log2")
-    parts.append(md.figure(os.path.basename(path), f"{metric.label} vs width"))
+    path = figures.curves_png(panels, os.path.join(out_dir, fname), "MLP width", metric.label,
+                              xscale="log2", chance=metric.chance, title=figures.caption(seeds))
+    parts.append(md.figure(os.path.basename(path), f"{metric.label} vs width",
+                           f"{metric.label} (solid) and ID (dashed) against width; "
+                           f"{figures.caption(seeds)}."))
   parts.append("\n" + _model_table(rows, metrics, keys))
-  return "\n".join(parts)
+  return "\n".join(parts), claims
 
 
 def _model_table(rows: list[dict], metrics: tuple[Metric, ...], keys: tuple[str, ...]) -> str:
-  columns = [(m.label, m.key) for m in metrics]
-  columns += [(label, key) for label, key in (("task decoder R^2", TASK_DECODER),
-                                               ("input decoder R^2", INPUT_DECODER))
-              if any(key in r for r in rows)]
-  groups = {key: aggregate.group(rows, keys, key) for _, key in columns}
+  probes = [(label, key) for label, key in (("task decoder R^2", TASK_DECODER),
+                                             ("input decoder R^2", INPUT_DECODER))
+            if any(key in r for r in rows)]
   body = []
-  for i, g in enumerate(groups[columns[0][1]]):
-    body.append([*g.key, *(md.mean_sd(groups[key][i].mean, groups[key][i].sd)
-                           for _, key in columns), g.n])
-  return md.table(["encoding", "depth", "width", *(label for label, _ in columns), "seeds"],
-                  body)
+  for g in aggregate.group(rows, keys, metrics[0].key):
+    body.append([*g.key, *(c for m in metrics for c in md.cells(g.rows, m)),
+                 *(md.mean_sd(*aggregate.summarize(aggregate.values(g.rows, key))[:2])
+                   for _, key in probes), g.n])
+  return md.table(["encoding", "depth", "width", *(h for m in metrics for h in md.cell_header(m)),
+                   *(label for label, _ in probes), "seeds"], body)
 
 
 def _table_model(rows: list[dict]) -> tuple[int, int]:
@@ -79,52 +99,73 @@ def _table_model(rows: list[dict]) -> tuple[int, int]:
   return wanted if wanted in models else max(models, key=lambda m: (m[1] or 0, m[0] or 0))
 
 
-def encoding_table(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str) -> str:
+def encoding_table(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """Per encoding: task decoder, input decoder and OOD R^2, ours beside the paper's."""
-  del out_dir
   rows = [r for r in rows if r.get("encoding.name") in paper.ENCODING_TABLE]
-  if not rows or metrics[0].key != "ood/r2":
-    return ""
+  metric = metrics[0]
+  if not rows or metric.key != "ood/r2":
+    return "", []
   width, depth = _table_model(rows)
   rows = [r for r in rows if (r.get("student.width"), r.get("student.depth")) == (width, depth)]
   setting = {k: rows[0].get(k) for k in paper.TABLE_SETTING}
-  body, ours = [], {}
+  fname = "encoding_table.png"
+  body, claims, checks, bars, seeds_all = [], [], [], {}, []
   for enc, (name, p_task, p_input, p_ood) in paper.ENCODING_TABLE.items():
     mine = [r for r in rows if r["encoding.name"] == enc]
     if not mine:
       continue
-    stats = {k: aggregate.summarize(r.get(k) for r in mine)
+    stats = {k: aggregate.summarize(aggregate.values(mine, k))
              for k in (TASK_DECODER, INPUT_DECODER, "ood/r2")}
-    ours[enc] = {k: v[0] for k, v in stats.items()}
-    body.append([f"{name} (`{enc}`)", p_task, md.mean_sd(*stats[TASK_DECODER][:2]), p_input,
-                 md.mean_sd(*stats[INPUT_DECODER][:2]), p_ood, md.mean_sd(*stats["ood/r2"][:2])])
+    seeds = stats["ood/r2"][2]
+    seeds_all.append(seeds)
+    gen = verdicts.at_least(aggregate.values(mine, "ood/r2"), GENERALIZES)
+    dec = verdicts.at_least(aggregate.values(mine, TASK_DECODER), GENERALIZES)
+    checks.append(md.judged(f"{enc}: generalizes (OOD R^2 >= {GENERALIZES})", gen))
+    checks.append(md.judged(f"{enc}: z decodable from the hidden layers (task decoder R^2 >= "
+                            f"{GENERALIZES})", dec))
+    ours = {k: md.mean_sd(*v[:2]) for k, v in stats.items()}
+    claims.append(verdicts.claim(
+        f"{name}: generalizes (OOD R^2 >= {GENERALIZES}) with z decodable from the hidden "
+        f"layers (task decoder R^2 >= {GENERALIZES})",
+        f"OOD {p_ood:.2f}, task decoder {p_task:.2f}, input decoder {p_input:.2f}",
+        f"OOD {ours['ood/r2']}, task decoder {ours[TASK_DECODER]}, input decoder "
+        f"{ours[INPUT_DECODER]} ({seeds} seeds)", seeds, verdicts.overall([gen.ok, dec.ok]),
+        fname, f"MLP {depth}x{width}, M={setting['task.num_modules']}, "
+        f"K={setting['task.max_hotness']}, frac_ood={setting['frac_ood']}"))
+    bars[name] = [figures.Bar(label, v[0], v[1], v[2], paper=p)
+                  for label, v, p in (("OOD R^2", stats["ood/r2"], p_ood),
+                                      ("task decoder R^2", stats[TASK_DECODER], p_task),
+                                      ("input decoder R^2", stats[INPUT_DECODER], p_input))]
+    body.append([f"{name} (`{enc}`)", p_task, ours[TASK_DECODER], p_input, ours[INPUT_DECODER],
+                 p_ood, *md.cells(mine, metric)])
+  seeds = min(seeds_all, default=0)
+  figures.bars_png(list(bars), bars, os.path.join(out_dir, fname), "R^2",
+                   f"ours (bars, {figures.caption(seeds)}); paper (diamonds)")
   parts = [md.claim(paper.CLAIMS["encodings"]),
-           *_encoding_checks(ours),
+           md.rules(verdicts.RULES["level"] + f" (here {GENERALIZES})", verdicts.RULES["fits"]),
+           "", md.fits_check(rows, metric, verdicts.FITS_ID), *checks,
+           *_distances(body),
            f"\nOurs: MLP {depth}x{width}, M={setting['task.num_modules']}, "
            f"K={setting['task.max_hotness']}, frac_ood={setting['frac_ood']} (paper: M=16, K=3, "
            f"frac_ood=0.25, its default MLP 4x1024); mean ± s.d. over seeds.\n",
            md.table(["encoding", "task decoder R^2 (paper)", "task decoder R^2 (ours)",
                      "input decoder R^2 (paper)", "input decoder R^2 (ours)",
-                     "OOD R^2 (paper)", "OOD R^2 (ours)"], body)]
-  return "\n".join(parts)
+                     "OOD R^2 (paper)", *(f"{h} (ours)" for h in md.cell_header(metric))], body),
+           md.figure(fname, "encoding table", f"ours as bars ({figures.caption(seeds)}), the "
+                     f"paper's values as black diamonds.")]
+  return "\n".join(parts), claims
 
 
-def _encoding_checks(ours: dict) -> list[str]:
-  ood = {enc: v["ood/r2"] for enc, v in ours.items()}
-  worst = min(ood, key=lambda e: ood[e]) if ood else None
-  task = {enc: v[TASK_DECODER] for enc, v in ours.items() if np.isfinite(v[TASK_DECODER])}
-  low = min(task, key=lambda e: task[e]) if task else None
-  lines = [md.check(f"every encoding generalizes (OOD R^2 >= {GENERALIZES})",
-                    all(v >= GENERALIZES for v in ood.values()) if ood else None,
-                    f"lowest {ood[worst]:.3f} for {worst}" if worst else ""),
-           md.check(f"z linearly decodable from the hidden layers for every encoding (task "
-                    f"decoder R^2 >= {GENERALIZES})",
-                    all(v >= GENERALIZES for v in task.values()) if task else None,
-                    f"lowest {task[low]:.3f} for {low}" if low else "no probes")]
-  for i, (label, key) in enumerate((("task decoder R^2", TASK_DECODER),
-                                    ("input decoder R^2", INPUT_DECODER), ("OOD R^2", "ood/r2"))):
-    diffs = {enc: abs(v[key] - paper.ENCODING_TABLE[enc][i + 1]) for enc, v in ours.items()
-             if np.isfinite(v[key])}
+def _distances(body: list[list]) -> list[str]:
+  """The largest |ours - paper| per column of the encoding table."""
+  lines = []
+  for label, p_col, o_col in (("task decoder R^2", 1, 2), ("input decoder R^2", 3, 4),
+                              ("OOD R^2", 5, 7)):
+    diffs = {}
+    for row in body:
+      ours = load.number(str(row[o_col]).split(" ")[0])
+      if math.isfinite(ours):
+        diffs[row[0]] = abs(ours - row[p_col])
     if diffs:
       enc = max(diffs, key=diffs.get)
       lines.append(f"- largest |ours - paper| in {label}: {diffs[enc]:.3f} ({enc})")
@@ -147,27 +188,157 @@ def _group_label(rows: list[dict]) -> list[str]:
   return [""] * len(rows)
 
 
-def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str) -> str:
-  """Scatter of best-layer decodability of z against OOD performance, with Pearson r."""
+def covariates(rows: list[dict]) -> tuple[np.ndarray, list[str]]:
+  """The swept sizes (SIZES that vary across the rows) as columns, and their names."""
+  cols, names = [], []
+  for key, f, name in SIZES:
+    v = [load.number(r.get(key)) for r in rows]
+    v = [f(x) if math.isfinite(x) and x > 0 else math.nan for x in v]
+    if len({x for x in v if math.isfinite(x)}) > 1:
+      cols.append(v)
+      names.append(name)
+  return np.asarray(cols, np.float64).T.reshape(len(rows), len(cols)), names
+
+
+def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
+  """Scatter of best-layer decodability of z against OOD performance, with Pearson r, the
+  partial r given the swept sizes and r per encoding, each with its 95% interval."""
   if not any(TASK_DECODER in r for r in rows):
     return ("No probes in this sweep's workdirs: re-run the sweep command with `--probe` "
-            "(finished programs are only probed) for this section.")
-  parts = [md.claim(paper.CLAIMS["decodability"])]
+            "(finished programs are only probed) for this section."), [verdicts.claim(
+                "task decodability correlates strongly with OOD performance", "strong", "-", 0,
+                verdicts.NOT_JUDGED, None, "no probes")]
+  cov, names = covariates(rows)
+  given = ", ".join(names) or "nothing varies"
+  parts = [md.claim(paper.CLAIMS["decodability"]),
+           md.rules(verdicts.RULES["correlation"] + f" (here given {given})"), ""]
+  claims = []
+  x = aggregate.values(rows, TASK_DECODER)
   for metric in metrics:
-    corr = correlation.decodability_vs_generalization(rows, TASK_DECODER, metric.key)
-    parts.append(md.check(f"strong positive correlation of task decodability with "
-                          f"{metric.label} (Pearson r >= {STRONG_R})",
-                          bool(corr["r"] >= STRONG_R) if corr["n"] >= 3 else None,
-                          f"r = {corr['r']:.3f}, R^2 = {corr['r2']:.3f}, n = {corr['n']} runs"))
+    y = aggregate.values(rows, metric.key)
+    plain = verdicts.strong(verdicts.correlation(x, y))
+    partial = verdicts.strong(verdicts.correlation(x, y, cov)) if names else None
+    parts.append(md.judged(f"strong positive correlation of task decodability with "
+                           f"{metric.label} (Pearson r)", plain))
+    oks = [plain.ok]
+    if partial is not None:
+      parts.append(md.judged(f"... and given the swept sizes ({given}; partial r)", partial))
+      oks.append(partial.ok)
+    per_enc = []
+    encodings = sorted({r.get("encoding.name") for r in rows if r.get("encoding.name")})
+    if len(encodings) > 1:
+      for enc in encodings:
+        sub = [r for r in rows if r.get("encoding.name") == enc]
+        c_sub, _ = covariates(sub)
+        j = verdicts.strong(verdicts.correlation(aggregate.values(sub, TASK_DECODER),
+                                                 aggregate.values(sub, metric.key), c_sub))
+        per_enc.append(j.ok)
+        parts.append(md.judged(f"{enc}: strong correlation within the encoding (partial r "
+                               f"given the sizes that vary in it)", j))
     if any(INPUT_DECODER in r for r in rows):
-      inp = correlation.decodability_vs_generalization(rows, INPUT_DECODER, metric.key)
-      parts.append(f"- for contrast, input decodability vs {metric.label}: r = {inp['r']:.3f} "
-                   f"(n = {inp['n']})")
+      inp = verdicts.correlation(aggregate.values(rows, INPUT_DECODER), y)
+      parts.append(f"- for contrast, input decodability vs {metric.label}: r = {inp.r:.3f} "
+                   f"[{inp.low:.3f}, {inp.high:.3f}] (n = {inp.n})")
+    fname = f"decodability_{metric.slug}.png"
+    ours = f"r {plain.detail}" + (f"; partial r given {given}: {partial.detail}"
+                                  if partial is not None else "")
+    claims.append(verdicts.claim(f"task decodability correlates strongly with {metric.label} "
+                                 f"across runs", "strong correlation", ours,
+                                 _seeds(rows, metric), verdicts.overall(oks), fname,
+                                 f"per encoding: {verdicts.count(per_enc)}" if per_enc else ""))
+    c = verdicts.correlation(x, y)
     path = plots.scatter_png(
-        [load.number(r.get(TASK_DECODER)) for r in rows],
-        [load.number(r.get(metric.key)) for r in rows],
-        os.path.join(out_dir, f"decodability_{metric.slug}.png"),
+        x, y, os.path.join(out_dir, fname),
         xlabel="task decoder R^2 (best hidden layer, OOD tasks)", ylabel=metric.label,
-        title=f"Pearson r = {corr['r']:.3f} (n = {corr['n']})", groups=_group_label(rows))
-    parts.append(md.figure(os.path.basename(path), f"decodability vs {metric.label}"))
-  return "\n".join(parts)
+        title=f"Pearson r = {c.r:.3f} [{c.low:.3f}, {c.high:.3f}] (n = {c.n} runs)",
+        groups=_group_label(rows))
+    parts.append(md.figure(os.path.basename(path), f"decodability vs {metric.label}",
+                           f"one point per run ({c.n} runs)."))
+  return "\n".join(parts), claims
+
+
+def _seeds(rows: list[dict], metric: Metric) -> int:
+  """The fewest seeds behind any setting (program and n_train)."""
+  groups = aggregate.group(rows, ("program", "n_train"), metric.key)
+  return min((g.n for g in groups), default=0)
+
+
+def hidden_layers(rows: list[dict]) -> list[str]:
+  """The student's hidden layers with z probes, in order (dense_0, dense_1, ...): neither the
+  encoding (input), the best-layer summary nor the readout."""
+  names = []
+  for r in rows:
+    for k in r:
+      m = re.fullmatch(r"z/(.+)/ood_r2", k)
+      if m and m.group(1) not in ("input", "best", "readout") and m.group(1) not in names:
+        names.append(m.group(1))
+  return sorted(names, key=lambda n: (int(n.rsplit("_", 1)[1]) if re.search(r"_\d+$", n)
+                                      else -1, n))
+
+
+def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
+  """OOD probe R^2 of z per hidden layer, identity-encoded runs split into succeeding and
+  failing, with the paper's 'failing runs lose the constituents in deeper layers' judged."""
+  metric = metrics[0]
+  rows = [r for r in rows if r.get("encoding.name", "identity") == "identity"]
+  claim_text = ("identity-encoded runs that fail lose the constituents in deeper layers")
+  if not rows or not hidden_layers(rows):
+    return "", [verdicts.claim(claim_text, "lost in deeper layers", "-", 0, verdicts.NOT_JUDGED,
+                               None, "no per-layer probes of identity-encoded runs")]
+  ratio = sections_data.TARGET_OF_ID
+  succeeds = {id(r): load.number(r.get(metric.key)) >= ratio * load.number(r.get(metric.id_key))
+              for r in rows}
+  groups = {"succeeding": [r for r in rows if succeeds[id(r)]],
+            "failing": [r for r in rows if not succeeds[id(r)]]}
+  first_last = {g: [(load.number(r.get(f"z/{hl[0]}/ood_r2")),
+                     load.number(r.get(f"z/{hl[-1]}/ood_r2")))
+                    for r in rs for hl in [hidden_layers([r])] if len(hl) > 1]
+                for g, rs in groups.items()}
+  fail, succ = first_last["failing"], first_last["succeeding"]
+  few = "fewer than 2 runs with >= 2 hidden layers in a group"
+  drop = verdicts.mean_interval([last - first for first, last in fail])
+  loses = (verdicts.Judgement(None, few) if drop is None
+           else verdicts.Judgement(bool(drop.high < 0), f"last - first {drop.text()}, "
+                                   f"{len(fail)} runs"))
+  lower = (verdicts.Judgement(None, few) if len(fail) < 2 or len(succ) < 2
+           else verdicts.lower([f[1] for f in fail], [s[1] for s in succ]))
+  word = verdicts.overall([loses.ok, lower.ok])
+  fname = "layers_z_ood_r2.png"
+  panels, body = [], []
+  for depth in sorted({r.get("student.depth") for r in rows}, key=lambda d: d or 0):
+    series = []
+    for g, rs in groups.items():
+      rs = [r for r in rs if r.get("student.depth") == depth]
+      if not rs:
+        continue
+      names = hidden_layers(rs)
+      stats = [aggregate.summarize(aggregate.values(rs, f"z/{n}/ood_r2")) for n in names]
+      series.append(figures.Series(f"{g} ({len(rs)} runs)", names, [s[0] for s in stats],
+                                   [s[1] for s in stats], len(rs)))
+      body.append([depth, g, len(rs), *md.cells(rs, metric),
+                   "; ".join(f"{n}: {md.mean_sd(*s[:2])}" for n, s in zip(names, stats,
+                                                                        strict=True))])
+    panels.append((f"depth {depth}", series))
+  figures.layers_png(panels, os.path.join(out_dir, fname), "OOD probe R^2 of z",
+                     "mean ± s.d. over runs (error bars with >= 2 runs)")
+  counts = f"{len(groups['failing'])} failing, {len(groups['succeeding'])} succeeding runs"
+  parts = [f"**Paper:** {claim_text} (identity-encoded networks that fail lose the task "
+           f"constituents in their deeper layers).\n\n**This run:**",
+           md.rules(f"a run succeeds when its {metric.label} >= {ratio} x its ID (the scaling "
+                    f"law's target), else it fails", "decodability of z per layer is the OOD "
+                    "probe R^2 of each hidden layer; the first and last hidden layers are "
+                    "compared per run (95% t-interval of the mean difference over failing runs)",
+                    verdicts.RULES["lower"] + " (over runs, at the last hidden layer)",
+                    "a group needs >= 2 runs"), "",
+           md.judged("failing runs: decodability at the last hidden layer lower than at the "
+                     "first", loses),
+           md.judged("at the last hidden layer, failing runs lower than succeeding runs", lower),
+           md.verdict("failing runs lose the constituents in deeper layers", word, counts), "",
+           md.table(["depth", "group", "runs", *md.cell_header(metric),
+                     "OOD probe R^2 of z per hidden layer (mean ± s.d. over runs)"], body),
+           md.figure(fname, "per-layer decodability", f"mean ± s.d. over runs ({counts}); "
+                     f"error bars only with >= 2 runs.")]
+  claim = verdicts.claim(claim_text, "lost in deeper layers",
+                         f"failing {loses.detail}; last layer failing vs succeeding "
+                         f"{lower.detail}", _seeds(rows, metric), word, fname, counts)
+  return "\n".join(parts), [claim]

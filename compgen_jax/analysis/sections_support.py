@@ -1,16 +1,16 @@
 """Report section over task-support strategies: a bar per strategy and held-out fraction, and
 each strategy set against the baseline the paper compares it with."""
 
-import math
 import os
 
-from compgen_jax.analysis import aggregate, figures, paper
+from compgen_jax.analysis import aggregate, figures, paper, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Group, Metric
 from compgen_jax.tasks import supports
 
 KEYS = ("task.support", "task.max_hotness", "frac_ood")
-MARGIN = 0.01  # a difference must exceed the two seed spreads plus this to count as a change
+# "Does not hurt": the 95% interval of the shortfall below the baseline ends under this.
+TOLERANCE = 0.05
 # strategy -> (the baseline it is compared with, whether the paper says it hurts)
 EXPECTED = {"pseudo_random_disconnected": ("random", True), "non_compositional": ("random", True),
             "unpopular_modules": ("random", True), "popular_modules": ("random", False),
@@ -35,50 +35,67 @@ def _baseline(groups: list[Group], strategy: str, g: Group) -> Group | None:
   return next((b for b in same_k if b.key[2] == g.key[2]), None)
 
 
-def _verdicts(groups: list[Group], metric: Metric) -> list[str]:
-  lines = []
+def _verdicts(groups: list[Group], metric: Metric, fname: str) -> tuple[list[str], list[dict]]:
+  lines, claims = [], []
   for strategy, (base, hurts) in EXPECTED.items():
     pairs = [(g, _baseline(groups, strategy, g)) for g in groups if g.key[0] == strategy]
-    pairs = [(g, b) for g, b in pairs if b is not None and math.isfinite(g.mean + b.mean)]
+    pairs = [(g, b) for g, b in pairs if b is not None]
     if not pairs:
       continue
-    gaps = [b.mean - g.mean - (g.sd + b.sd) for g, b in pairs]  # > MARGIN: clearly lower
-    if hurts:
-      ok, what = all(gap > MARGIN for gap in gaps), "clearly lower than"
-    else:
-      ok = all(g.mean >= b.mean - (g.sd + b.sd) - MARGIN for g, b in pairs)
-      what = "not clearly lower than"
-    detail = "; ".join(f"{_label(g)}: {g.mean:.3f} vs {b.mean:.3f}" for g, b in pairs)
-    lines.append(md.check(f"{metric.label}: {strategy} {what} {base}", ok, detail))
-  return lines
+    what = "clearly lower than" if hurts else f"not lower by more than {TOLERANCE} than"
+    oks, details = [], []
+    for g, b in pairs:
+      a, ref = aggregate.values(g.rows, metric.key), aggregate.values(b.rows, metric.key)
+      j = verdicts.lower(a, ref) if hurts else verdicts.within(a, ref, TOLERANCE)
+      oks.append(j.ok)
+      details.append(f"{_label(g)}: {g.mean:.3f} vs {b.mean:.3f}, {md.word(j.ok)} ({j.detail})")
+    word = verdicts.overall(oks)
+    lines.append(md.verdict(f"{metric.label}: {strategy} {what} {base}", word,
+                            "; ".join(details)))
+    seeds = min(min(g.n, b.n) for g, b in pairs)
+    claims.append(verdicts.claim(
+        f"{metric.label}: {strategy} support {'hurts' if hurts else 'does not hurt'} "
+        f"(vs {base})", "hurts" if hurts else "does not hurt",
+        "; ".join(f"{_label(g)}: {md.mean_sd(g.mean, g.sd)} vs {md.mean_sd(b.mean, b.sd)}"
+                  for g, b in pairs) + f" ({seeds} seeds)", seeds, word, fname,
+        verdicts.count(oks) + " settings"))
+  return lines, claims
 
 
-def task_support(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str) -> str:
+def task_support(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """Bars per strategy and frac_ood with the paper's comparisons computed."""
   order = list(supports.STRATEGIES)
-  parts = [md.claim(paper.CLAIMS["task_support"])]
-  tables = {}
+  parts = [md.claim(paper.CLAIMS["task_support"]),
+           md.rules(verdicts.RULES["seeds"], verdicts.RULES["lower"],
+                    f"A does not hurt when the upper end of the 95% Welch interval of "
+                    f"mean(baseline) - mean(A) is below {TOLERANCE} (it hurts when the lower "
+                    f"end is above {TOLERANCE}; not judged in between)",
+                    "the baseline is the same K and frac_ood (a fixed split: the baseline run "
+                    "with the nearest number of training tasks)", verdicts.RULES["fits"]), ""]
+  tables, claims = {}, []
   for metric in metrics:
     groups = aggregate.group(rows, KEYS, metric.key)
     groups.sort(key=lambda g: (order.index(g.key[0]) if g.key[0] in order else len(order),
                                g.key[2]))
     tables[metric.key] = groups
-    parts += _verdicts(groups, metric)
+    fname = f"task_support_{metric.slug}.png"
+    parts.append(md.fits_check(rows, metric, verdicts.FITS_ID))
+    lines, found = _verdicts(groups, metric, fname)
+    parts += lines
+    claims += found
     categories = list(dict.fromkeys(f"{g.key[0]} (K={g.key[1]})" for g in groups))
     bars: dict[str, list] = {}
     for g in groups:
-      bars.setdefault(f"{g.key[0]} (K={g.key[1]})", []).append((_label(g), g.mean, g.sd))
-    path = figures.bars_png(categories, bars,
-                            os.path.join(out_dir, f"task_support_{metric.slug}.png"),
-                            metric.label, "mean ± s.d. over seeds", legend="frac_ood")
-    parts.append(md.figure(os.path.basename(path), f"{metric.label} per support"))
-  parts.append(f"\n'Clearly lower': below the baseline by more than both seed spreads plus "
-               f"{MARGIN}; the baseline is the same K and frac_ood (a fixed split: the baseline "
-               f"run with the nearest number of training tasks).\n")
+      bars.setdefault(f"{g.key[0]} (K={g.key[1]})", []).append(figures.Bar(
+          _label(g), g.mean, g.sd, g.n, f"n={g.rows[0].get('n_train')}"))
+    seeds = min((g.n for g in groups), default=0)
+    path = figures.bars_png(categories, bars, os.path.join(out_dir, fname), metric.label,
+                            figures.caption(seeds), legend="frac_ood", chance=metric.chance)
+    parts.append(md.figure(os.path.basename(path), f"{metric.label} per support",
+                           f"{figures.caption(seeds)}; n = training tasks on each bar."))
   first = tables[metrics[0].key]
   body = [[g.key[0], g.key[1], _label(g), g.rows[0].get("n_train"), g.rows[0].get("n_ood"),
-           *(md.mean_sd(tables[m.key][i].mean, tables[m.key][i].sd) for m in metrics), g.n]
-          for i, g in enumerate(first)]
-  parts.append(md.table(["support", "K", "frac_ood", "n_train", "n_ood",
-                         *(m.label for m in metrics), "seeds"], body))
-  return "\n".join(parts)
+           *(c for m in metrics for c in md.cells(g.rows, m)), g.n] for g in first]
+  parts.append("\n" + md.table(["support", "K", "frac_ood", "n_train", "n_ood",
+                                *(h for m in metrics for h in md.cell_header(m)), "seeds"], body))
+  return "\n".join(parts), claims

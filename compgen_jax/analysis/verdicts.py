@@ -1,0 +1,221 @@
+"""The sweep report's rules for saying yes, one mechanism for every section: comparisons of seed
+means by 95% Welch t-intervals, rises within the seeds' noise, fitted exponents with their
+t-interval, correlations with Fisher-z intervals, and the claims.json records.
+
+A judgement is True (yes), False (no) or None (not judged: too few seeds, runs or points)."""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+MIN_SEEDS = 2  # a setting judged against another needs at least this many finite seeds
+FITS_ID = 0.9  # a student fits its training tasks when its ID metric is at least this
+CORRELATION_BAR = 0.5  # a strong correlation: the interval's lower end at least this
+SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED = "shown", "partial", "not shown", "not judged"
+CLAIM_KEYS = ("experiment", "claim", "paper", "ours", "seeds", "verdict", "figure", "note")
+
+RULES = {
+    "seeds": f"a comparison of two settings needs >= {MIN_SEEDS} seeds in each, else it is not "
+             f"judged (one seed)",
+    "lower": "A is clearly lower than B when the 95% Welch t-interval of mean(B) - mean(A) over "
+             "seeds lies above 0",
+    "rises": "rises: no consecutive step drops beyond its noise (the 95% Welch interval of each "
+             "step's difference of seed means reaches 0 or above) and the last point is clearly "
+             "above the first (that interval lies above 0); over 2 points this is one comparison",
+    "level": "a mean is at least a bar when the lower end of its 95% t-interval over seeds is; "
+             "below it when the upper end is",
+    "exponent": "exponent below 1 when the upper end of its 95% interval (the regression's "
+                "standard error x the t quantile at n - 2 degrees of freedom) is below 1; not "
+                "shown when the lower end is above 1; not judged when the interval holds 1",
+    "correlation": f"a strong correlation when the lower end of the 95% Fisher-z interval of "
+                   f"Pearson r (and of the partial r given the swept sizes) is >= "
+                   f"{CORRELATION_BAR} (else no)",
+    "fits": f"students fit their training tasks when their ID metric is >= {FITS_ID}",
+}
+
+
+class Interval(NamedTuple):
+  estimate: float
+  low: float
+  high: float
+
+  def text(self, digits: int = 3) -> str:
+    return (f"{self.estimate:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]")
+
+
+def finite(values) -> np.ndarray:
+  x = np.asarray([_number(v) for v in values], np.float64)
+  return x[np.isfinite(x)]
+
+
+def _number(v) -> float:
+  try:
+    return float(v)
+  except (TypeError, ValueError):
+    return math.nan
+
+
+def mean_interval(values) -> Interval | None:
+  """The 95% t-interval of the mean over seeds (None with fewer than MIN_SEEDS)."""
+  x = finite(values)
+  if x.size < MIN_SEEDS:
+    return None
+  half = stats.t.ppf(0.5 + LEVEL / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+  return Interval(float(x.mean()), float(x.mean() - half), float(x.mean() + half))
+
+
+def difference(a, b) -> Interval | None:
+  """The 95% Welch t-interval of mean(a) - mean(b) (None with fewer than MIN_SEEDS in either)."""
+  a, b = finite(a), finite(b)
+  if a.size < MIN_SEEDS or b.size < MIN_SEEDS:
+    return None
+  va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+  d = float(a.mean() - b.mean())
+  if va + vb == 0:  # no spread at all: the difference is exact
+    return Interval(d, d, d)
+  dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+  half = float(stats.t.ppf(0.5 + LEVEL / 2, dof) * math.sqrt(va + vb))
+  return Interval(d, d - half, d + half)
+
+
+class Judgement(NamedTuple):
+  ok: bool | None  # None: not judged
+  detail: str
+
+
+ONE_SEED = Judgement(None, "one seed")
+
+
+def lower(a, b) -> Judgement:
+  """mean(a) clearly lower than mean(b) (seed values of each)."""
+  d = difference(b, a)
+  if d is None:
+    return ONE_SEED
+  return Judgement(bool(d.low > 0), f"difference {d.text()}")
+
+
+def within(a, b, tolerance: float) -> Judgement:
+  """mean(a) is not below mean(b) by more than `tolerance`: yes when the interval of
+  mean(b) - mean(a) ends below it, no when it starts above it, else not judged (too noisy)."""
+  d = difference(b, a)
+  if d is None:
+    return ONE_SEED
+  ok = True if d.high < tolerance else (False if d.low > tolerance else None)
+  return Judgement(ok, f"shortfall {d.text()}, tolerance {tolerance}")
+
+
+def at_least(values, bar: float) -> Judgement:
+  """The seed mean is at least `bar` (True), below it (False) or not told apart (None)."""
+  m = mean_interval(values)
+  if m is None:
+    return ONE_SEED
+  ok = True if m.low >= bar else (False if m.high < bar else None)
+  return Judgement(ok, f"mean {m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}] vs {bar}")
+
+
+def rises(groups: list) -> Judgement:
+  """Seed values per point of an increasing axis rise within the noise (RULES['rises'])."""
+  if len(groups) < 2:
+    return Judgement(None, "one point")
+  if any(finite(g).size < MIN_SEEDS for g in groups):
+    return ONE_SEED
+  steps = [difference(groups[i + 1], groups[i]) for i in range(len(groups) - 1)]
+  drops = [i for i, s in enumerate(steps) if s.high < 0]
+  overall = steps[0] if len(groups) == 2 else difference(groups[-1], groups[0])
+  head = "2 points: one comparison" if len(groups) == 2 else f"{len(groups)} points"
+  detail = f"{head}; last - first {overall.text()}"
+  if drops:
+    detail += f"; drops beyond noise at step {', '.join(str(i + 1) for i in drops)}"
+  return Judgement(bool(not drops and overall.low > 0), detail)
+
+
+def exponent_interval(exponent: float, se: float, n: int) -> Interval | None:
+  """The 95% interval of a fitted slope from its standard error, t quantile at n - 2 dof."""
+  if n < 3 or not math.isfinite(exponent) or not math.isfinite(se):
+    return None
+  half = float(stats.t.ppf(0.5 + LEVEL / 2, n - 2) * se)
+  return Interval(exponent, exponent - half, exponent + half)
+
+
+def below(interval: Interval | None, bound: float) -> Judgement:
+  """The interval lies below `bound` (True), above it (False) or holds it (None)."""
+  if interval is None:
+    return Judgement(None, "fewer than 3 points")
+  ok = True if interval.high < bound else (False if interval.low > bound else None)
+  return Judgement(ok, f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]")
+
+
+class Correlation(NamedTuple):
+  r: float
+  low: float
+  high: float
+  n: int  # finite pairs
+  given: int  # covariates partialled out
+
+
+def correlation(x, y, covariates=None) -> Correlation:
+  """Pearson r of x and y (partial r given the covariate columns, each residualised on them
+  with an intercept) with its 95% Fisher-z interval; NaN with too few pairs or no spread."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  c = np.zeros((x.size, 0)) if covariates is None else np.asarray(covariates, np.float64)
+  c = c.reshape(x.size, -1)
+  ok = np.isfinite(x) & np.isfinite(y) & np.all(np.isfinite(c), axis=1)
+  x, y, c = x[ok], y[ok], c[ok]
+  n, k = int(x.size), c.shape[1]
+  if n - 3 - k < 1:
+    return Correlation(math.nan, math.nan, math.nan, n, k)
+  design = np.concatenate([np.ones((n, 1)), c], axis=1)
+  rx = x - design @ np.linalg.lstsq(design, x, rcond=None)[0]
+  ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+  if np.std(rx) < 1e-12 or np.std(ry) < 1e-12:
+    return Correlation(math.nan, math.nan, math.nan, n, k)
+  r = float(np.clip(np.corrcoef(rx, ry)[0, 1], -1.0, 1.0))
+  z, half = np.arctanh(np.clip(r, -0.999999, 0.999999)), (
+      stats.norm.ppf(0.5 + LEVEL / 2) / math.sqrt(n - 3 - k))
+  return Correlation(r, float(np.tanh(z - half)), float(np.tanh(z + half)), n, k)
+
+
+def strong(c: Correlation, bar: float = CORRELATION_BAR) -> Judgement:
+  """A strong positive correlation: the interval's lower end at least `bar`."""
+  if not math.isfinite(c.r):
+    return Judgement(None, f"too few runs ({c.n})")
+  return Judgement(bool(c.low >= bar), f"r = {c.r:.3f} [{c.low:.3f}, {c.high:.3f}], {c.n} runs")
+
+
+def overall(oks: list) -> str:
+  """A claim's verdict from its judgements (True / False / None each)."""
+  judged = [ok for ok in oks if ok is not None]
+  if not judged:
+    return NOT_JUDGED
+  if all(judged) and len(judged) == len(oks):
+    return SHOWN
+  return PARTIAL if any(judged) else NOT_SHOWN
+
+
+def count(oks: list) -> str:
+  """'3 of 4 yes, 1 not judged'."""
+  yes, none = sum(ok is True for ok in oks), sum(ok is None for ok in oks)
+  return f"{yes} of {len(oks)} yes" + (f", {none} not judged" if none else "")
+
+
+def fits(rows: list[dict], id_key: str) -> tuple[int, int]:
+  """(runs whose ID metric is at least FITS_ID, runs with an ID metric)."""
+  values = finite(r.get(id_key) for r in rows)
+  return int(np.sum(values >= FITS_ID)), int(values.size)
+
+
+def fits_note(rows: list[dict], id_key: str) -> str:
+  """'ID >= 0.9 in 40 of 60 runs' for a claim's note."""
+  ok, n = fits(rows, id_key)
+  return f"{id_key} >= {FITS_ID} in {ok} of {n} runs" if n else f"no {id_key} in the rows"
+
+
+def claim(claim_text: str, paper: str, ours: str, seeds: int, verdict: str,
+          figure: str | None = None, note: str = "") -> dict:
+  """One claims.json record (the experiment is filled in by the report)."""
+  assert verdict in (SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED), verdict
+  return {"experiment": "", "claim": claim_text, "paper": paper, "ours": ours,
+          "seeds": int(seeds), "verdict": verdict, "figure": figure, "note": note}

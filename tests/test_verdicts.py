@@ -1,0 +1,272 @@
+"""The report's rules for saying yes (analysis/verdicts.py) on hand-made rows whose right answer
+is known: intervals against scipy, one seed judges nothing, rises within noise, fitted exponents
+with their interval, (partial) correlations, per-layer decodability, and claims.json."""
+
+import inspect
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from compgen_jax.analysis import aggregate, sections_data, sections_model, sweep_report, verdicts
+from compgen_jax.analysis import sections_support as support
+from compgen_jax.analysis.aggregate import Metric
+from compgen_jax.tasks import combinatorics
+
+R2 = (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),)
+
+
+# ------------------------------------------------------------------------------------------
+# Intervals against scipy
+
+
+def test_intervals_match_scipy():
+  rng = np.random.default_rng(0)
+  a, b = rng.normal(0.5, 0.1, 5), rng.normal(0.3, 0.05, 3)
+  d = verdicts.difference(a, b)
+  ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+  assert (d.low, d.high) == pytest.approx((ci.low, ci.high))
+  assert d.estimate == pytest.approx(a.mean() - b.mean())
+  m = verdicts.mean_interval(a)
+  assert (m.low, m.high) == pytest.approx(stats.t.interval(0.95, 4, a.mean(), stats.sem(a)))
+  assert verdicts.difference([0.5], b) is None and verdicts.mean_interval([0.5, "nan"]) is None
+  assert verdicts.difference([1.0, 1.0], [0.5, 0.5]) == (0.5, 0.5, 0.5)  # exact: no spread
+
+
+def test_correlations_match_scipy_and_the_partial_formula():
+  rng = np.random.default_rng(1)
+  n_train = rng.uniform(1, 5, 40)
+  x = n_train + rng.normal(0, 0.5, 40)
+  y = n_train + 0.5 * x + rng.normal(0, 0.5, 40)
+  c = verdicts.correlation(x, y)
+  ref = stats.pearsonr(x, y)
+  assert c.r == pytest.approx(ref.statistic)
+  ci = ref.confidence_interval(0.95)  # Fisher z, as ours
+  assert (c.low, c.high) == pytest.approx((ci.low, ci.high))
+  p = verdicts.correlation(x, y, n_train)
+  rxy, rxz, ryz = (stats.pearsonr(u, v).statistic for u, v in ((x, y), (x, n_train),
+                                                                (y, n_train)))
+  assert p.r == pytest.approx((rxy - rxz * ryz) / math.sqrt((1 - rxz**2) * (1 - ryz**2)))
+  z, half = math.atanh(p.r), stats.norm.ppf(0.975) / math.sqrt(40 - 3 - 1)
+  assert (p.low, p.high) == pytest.approx((math.tanh(z - half), math.tanh(z + half)))
+  assert math.isnan(verdicts.correlation([1.0, 2.0, 3.0], [1.0, 2.0, 4.0]).r)  # n - 3 < 1
+
+
+def test_exponent_interval_matches_linregress():
+  rng = np.random.default_rng(2)
+  T = np.geomspace(50, 5000, 6)
+  needed = 0.5 * T**0.6 * np.exp(rng.normal(0, 0.05, 6))
+  fit = aggregate.fit_power_law(T, needed)
+  ref = stats.linregress(np.log(T), np.log(needed))
+  assert fit.exponent_se == pytest.approx(ref.stderr)
+  interval = verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n)
+  assert interval.high - fit.exponent == pytest.approx(stats.t.ppf(0.975, 4) * ref.stderr)
+
+
+# ------------------------------------------------------------------------------------------
+# Each rule can say yes, no and not judged
+
+
+def test_one_seed_judges_nothing():
+  assert verdicts.lower([0.1], [0.9]).ok is None
+  assert verdicts.rises([[0.1], [0.5], [0.9]]) == (None, "one seed")
+  assert verdicts.within([0.9], [0.9], 0.05).ok is None
+  assert verdicts.at_least([0.99], 0.9).ok is None
+  assert verdicts.overall([None, None]) == verdicts.NOT_JUDGED
+
+
+def _seeds(rng, mean, sd=0.01, n=3):
+  return list(mean + rng.normal(0, sd, n))
+
+
+def test_rises_within_the_noise():
+  rng = np.random.default_rng(3)
+  monotone = [_seeds(rng, m) for m in (0.2, 0.4, 0.6, 0.8)]
+  j = verdicts.rises(monotone)
+  assert j.ok is True and j.detail.startswith("4 points")
+  flat_step = [_seeds(rng, m) for m in (0.2, 0.6, 0.6, 0.8)]  # a flat step is within noise
+  assert verdicts.rises(flat_step).ok is True
+  dip = [_seeds(rng, m) for m in (0.2, 0.6, 0.4, 0.8)]  # first < last, but a real drop
+  j = verdicts.rises(dip)
+  assert j.ok is False and "drops beyond noise at step 2" in j.detail
+  noisy = [_seeds(rng, m, sd=0.3) for m in (0.2, 0.3)]  # up on average, inside the noise
+  j = verdicts.rises(noisy)
+  assert j.ok is False and j.detail.startswith("2 points: one comparison")
+  assert verdicts.rises([_seeds(rng, 0.5)]).ok is None  # one point
+
+
+def test_lower_within_and_at_least():
+  assert verdicts.lower([0.3, 0.32], [0.9, 0.92]).ok is True
+  assert verdicts.lower([0.88, 0.9], [0.9, 0.92]).ok is False
+  assert verdicts.within([0.9, 0.91, 0.9, 0.91], [0.9, 0.92, 0.91, 0.91], 0.05).ok is True
+  assert verdicts.within([0.3, 0.31, 0.3], [0.9, 0.92, 0.91], 0.05).ok is False
+  assert verdicts.within([0.5, 0.9], [0.9, 0.92], 0.05).ok is None  # too noisy to tell
+  assert verdicts.at_least([0.97, 0.98, 0.97], 0.95).ok is True
+  assert verdicts.at_least([0.80, 0.82, 0.81], 0.95).ok is False
+  assert verdicts.at_least([0.90, 1.0], 0.95).ok is None  # the interval holds the bar
+  assert verdicts.overall([True, True]) == verdicts.SHOWN
+  assert verdicts.overall([True, None]) == verdicts.PARTIAL
+  assert verdicts.overall([True, False]) == verdicts.PARTIAL
+  assert verdicts.overall([False, None]) == verdicts.NOT_SHOWN
+
+
+# ------------------------------------------------------------------------------------------
+# Sections on hand-made rows
+
+
+def _data_rows(rng, means_by_mk: dict, sd=0.01, seeds=3, id_r2=0.95) -> list[dict]:
+  return [{"task.num_modules": M, "task.max_hotness": K, "n_train": n, "frac_ood": 0.5,
+           "seed": s, "ood/r2": m + rng.normal(0, sd), "id/r2": id_r2, "program": f"M{M}"}
+          for (M, K), curve in means_by_mk.items() for n, m in curve for s in range(seeds)]
+
+
+def _claim(claims, start):
+  return next(c for c in claims if c["claim"].startswith(start))
+
+
+def test_data_scaling_verdicts(tmp_path):
+  rng = np.random.default_rng(4)
+  up = [(8, 0.5), (16, 0.7), (32, 0.96)]
+  text, claims = sections_data.data_scaling(_data_rows(rng, {(5, 2): up, (6, 2): up}), R2,
+                                            str(tmp_path))
+  rises = _claim(claims, "OOD R^2 rises")
+  assert rises["verdict"] == "shown" and rises["seeds"] == 3
+  assert rises["figure"] == "data_scaling_ood_r2.png" and (tmp_path / rises["figure"]).exists()
+  assert rises["note"] == "id/r2 >= 0.9 in 18 of 18 runs"
+  assert text.index("Rules:") < text.index("| M | K | points")  # the rule before the numbers
+  assert "ID R^2 | OOD R^2 | ID - OOD" in text
+  assert "mean ± s.d. over 3 seeds" in text
+  dip = [(8, 0.5), (16, 0.8), (32, 0.6)]
+  _, claims = sections_data.data_scaling(_data_rows(rng, {(5, 2): up, (6, 2): dip}), R2,
+                                         str(tmp_path))
+  assert _claim(claims, "OOD R^2 rises")["verdict"] == "partial"
+  text, claims = sections_data.data_scaling(_data_rows(rng, {(5, 2): up}, seeds=1), R2,
+                                            str(tmp_path))
+  assert {c["verdict"] for c in claims} == {"not judged"}
+  assert "one seed, no error bars" in text
+
+
+def _law_rows(rng, exponent: float, noise: float, Ms=(5, 6, 7, 8, 9), seeds=2) -> list[dict]:
+  """OOD / ID linear in log n_train per (M, K), crossing 0.9 at n* = 0.5 T^exponent (times a
+  lognormal factor of s.d. `noise` per setting)."""
+  rows = []
+  for M in Ms:
+    T = combinatorics.num_tasks(M, 3)
+    n_star = 0.05 * T**exponent * math.exp(rng.normal(0, noise))
+    for n in np.geomspace(n_star / 4, n_star * 4, 5):
+      rows += [{"student.name": "mlp", "task.num_modules": M, "task.max_hotness": 3,
+                "n_train": float(n), "seed": s, "id/r2": 0.9,
+                "ood/r2": 0.9 * (0.9 + 0.1 * math.log(n / n_star)) + 1e-4 * s}
+               for s in range(seeds)]
+  return rows
+
+
+@pytest.mark.parametrize("exponent, noise, Ms, verdict", [
+    (0.6, 0.02, (5, 6, 7, 8, 9), "shown"),
+    (1.2, 0.02, (5, 6, 7, 8, 9), "not shown"),
+    (0.9, 0.5, (5, 6, 7), "not judged"),  # 3 points, noisy: the interval holds 1
+])
+def test_scaling_law_exponent_interval(tmp_path, exponent, noise, Ms, verdict):
+  rng = np.random.default_rng(5)
+  text, claims = sections_data.scaling_law(_law_rows(rng, exponent, noise, Ms), R2,
+                                           str(tmp_path))
+  (claim,) = claims
+  assert claim["verdict"] == verdict, claim
+  fit = text.split("tasks needed = ", 1)[1]
+  assert abs(float(fit.split("T^")[1].split(",")[0]) - exponent) < (0.05 if noise < 0.1 else 1)
+  assert "fixed before the data" in text and text.index("Rules:") < text.index("tasks needed =")
+
+
+def test_decodability_partial_correlation_can_say_no(tmp_path):
+  rng = np.random.default_rng(6)
+  n = np.repeat([8.0, 16.0, 32.0, 64.0], 10)
+  size = np.log(n)
+  base = {"task.num_modules": 8, "task.max_hotness": 2, "program": "p", "encoding.name": "id"}
+  # Decodability and OOD both rise with n_train, independently noisy given it: a strong r that
+  # the partial r given log n_train takes away.
+  rows = [{**base, "n_train": ni, "seed": i, "z/best/ood_r2": 0.2 * s + rng.normal(0, 0.02),
+           "ood/r2": 0.2 * s + rng.normal(0, 0.02)}
+          for i, (ni, s) in enumerate(zip(n, size, strict=True))]
+  text, (claim,) = sections_model.decodability(rows, R2, str(tmp_path))
+  assert "(Pearson r): **yes**" in text and "partial r): **no**" in text
+  assert claim["verdict"] == "partial"
+  ours = verdicts.correlation([r["z/best/ood_r2"] for r in rows], [r["ood/r2"] for r in rows])
+  assert ours.r == pytest.approx(stats.pearsonr([r["z/best/ood_r2"] for r in rows],
+                                                [r["ood/r2"] for r in rows]).statistic)
+  # OOD driven by decodability itself: the partial r stays strong.
+  for r in rows:
+    r["ood/r2"] = r["z/best/ood_r2"] + rng.normal(0, 0.005)
+  _, (claim,) = sections_model.decodability(rows, R2, str(tmp_path))
+  assert claim["verdict"] == "shown"
+
+
+def _layer_rows(fail_profiles, succeed_profiles) -> list[dict]:
+  rows = []
+  for ok, profiles in ((False, fail_profiles), (True, succeed_profiles)):
+    for i, profile in enumerate(profiles):
+      rows.append({"encoding.name": "identity", "student.depth": len(profile), "seed": i,
+                   "program": "p", "n_train": 10, "id/r2": 0.95, "ood/r2": 0.9 if ok else 0.4,
+                   "z/input/ood_r2": 1.0, "z/readout/ood_r2": 0.1, "z/best/ood_r2": max(profile),
+                   **{f"z/dense_{j}/ood_r2": v for j, v in enumerate(profile)}})
+  return rows
+
+
+def test_layers_failing_runs_lose_the_constituents(tmp_path):
+  fail = [(0.9, 0.6, 0.4), (0.88, 0.62, 0.38), (0.91, 0.58, 0.42)]
+  succeed = [(0.95, 0.94, 0.93), (0.96, 0.95, 0.95)]
+  text, (claim,) = sections_model.layers(_layer_rows(fail, succeed), R2, str(tmp_path))
+  assert claim["verdict"] == "shown" and (tmp_path / claim["figure"]).exists()
+  assert sections_model.hidden_layers(_layer_rows(fail, succeed)) == [
+      "dense_0", "dense_1", "dense_2"]
+  assert "| 3 | failing | 3 |" in text and "dense_2: 0.400 ± 0.020" in text
+  flat = [(0.6, 0.61, 0.6), (0.58, 0.6, 0.59), (0.61, 0.6, 0.62)]
+  _, (claim,) = sections_model.layers(_layer_rows(flat, succeed), R2, str(tmp_path))
+  assert claim["verdict"] == "partial"  # lower than succeeding runs, but no loss with depth
+  _, (claim,) = sections_model.layers(_layer_rows(fail[:1], succeed), R2, str(tmp_path))
+  assert claim["verdict"] == "not judged"
+
+
+def test_task_support_one_seed_is_not_judged(tmp_path):
+  rows = [{"task.support": s, "task.max_hotness": 2, "frac_ood": 0.5, "n_train": 10,
+           "n_ood": 5, "seed": 0, "ood/r2": v, "id/r2": 0.95}
+          for s, v in (("random", 0.9), ("non_compositional", 0.2))]
+  text, (claim,) = support.task_support(rows, R2, str(tmp_path))
+  assert claim["verdict"] == "not judged" and "one seed, no error bars" in text
+
+
+# ------------------------------------------------------------------------------------------
+# claims.json and determinism
+
+
+def _render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
+  # render() gains its sweep_dir argument with the portable-paths change; either works here.
+  extra = (sweep_dir,) if "sweep_dir" in inspect.signature(sweep_report.render).parameters else ()
+  return sweep_report.render(index, rows, out_dir, *extra)
+
+
+def test_render_writes_claims_json_and_regenerates_byte_identically(tmp_path):
+  rng = np.random.default_rng(7)
+  rows = _data_rows(rng, {(5, 2): [(8, 0.5), (16, 0.7)]})
+  for r in rows:
+    r["workdir"] = str(tmp_path / "wd")
+  index = {"spec": "configs/sweeps/data_scaling.py:cpu", "name": "d", "base": "b",
+           "launcher": "local", "updated": "-", "sweep_dir": str(tmp_path), "programs": []}
+  outputs = []
+  for out in ("a", "b"):
+    out_dir = str(tmp_path / out)
+    text = _render(index, rows, out_dir, str(tmp_path))
+    files = {f: open(os.path.join(out_dir, f), "rb").read() for f in sorted(os.listdir(out_dir))}
+    outputs.append((text, files))
+  assert outputs[0] == outputs[1]
+  raw = outputs[0][1]["claims.json"]
+  claims = json.loads(raw)
+  assert raw.endswith(b"\n") and raw == (json.dumps(claims, sort_keys=True, indent=1,
+                                                    ensure_ascii=False) + "\n").encode()
+  assert claims and all(set(c) == set(verdicts.CLAIM_KEYS) for c in claims)
+  assert {c["experiment"] for c in claims} == {"data_scaling"}
+  assert all(c["verdict"] in ("shown", "partial", "not shown", "not judged") for c in claims)
+  assert all(isinstance(c["seeds"], int) for c in claims)
+  assert "2 points: one comparison" in outputs[0][0]
