@@ -1,7 +1,9 @@
-"""Shared test helpers: load a preset from configs/ the way the binaries do."""
+"""Shared test helpers: load a preset from configs/ the way the binaries do; copy a sweep dir as
+git keeps it."""
 
 import importlib.util
 import os
+import shutil
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,3 +21,23 @@ def load_config(name: str, preset: str, **overrides):
       node = node[p]
     node[leaf] = value
   return cfg
+
+
+# What results/cpu/.gitignore keeps of a program workdir: the files analysis/load.py reads.
+COMMITTED_WORKDIR_FILES = ("config.json", "metrics.jsonl", "eval.jsonl", "probes.jsonl")
+
+
+def committed_copy(sweep_dir: str, dest: str) -> str:
+  """A copy of `sweep_dir` holding what git keeps of it (results/cpu/.gitignore): its own files
+  (index.json, REPORT.md, figures) and each program's small files; no checkpoints, logs, locks."""
+  os.makedirs(dest)
+  for name in os.listdir(sweep_dir):
+    src = os.path.join(sweep_dir, name)
+    if os.path.isfile(src):
+      shutil.copy2(src, dest)
+      continue
+    for kept in COMMITTED_WORKDIR_FILES:
+      if os.path.isfile(os.path.join(src, kept)):
+        os.makedirs(os.path.join(dest, name), exist_ok=True)
+        shutil.copy2(os.path.join(src, kept), os.path.join(dest, name))
+  return dest

@@ -128,7 +128,7 @@ def test_job_array_runs_every_program_and_a_rerun_submits_nothing(cluster, sweep
     entry = entries[program.name]
     assert entry["status"] == "done" and entry["exit_code"] == 0, entry
     assert {r["step"] for r in _rows(program.workdir)} >= {10, 200}
-    assert "train:" in open(entry["log"]).read()  # the program's own log, in DIR/logs
+    assert "train:" in open(sweep_dir / entry["log"]).read()  # its own log, in DIR/logs
   known = slurm_cluster.settled(cluster, 60)
   assert all(known[e["job_id"]] == "COMPLETED" for e in entries.values()), known
   # The binary, re-run with the same flags: everything finished, so nothing is submitted.

@@ -16,10 +16,11 @@ import pytest
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, load, paper, sweep_report
-from compgen_jax.sweeps import grid, launch, spec
+from compgen_jax.sweeps import grid, spec
 from compgen_jax.sweeps import index as index_lib
 from compgen_jax.tasks import combinatorics, supports
 from compgen_jax.training import runs
+from tests import helpers
 from tests.helpers import REPO
 
 SWEEPS = sorted(os.path.splitext(os.path.basename(p))[0]
@@ -248,7 +249,7 @@ def test_unfinished_programs_are_listed_not_reported(tmp_path):
   text = _report(sweep_dir)
   assert "| 5 | 2 | 15 | 8 |" in text and "| 6 | 2 | 21 |" not in text
   assert _verdicts(text)["every program finished"] == "no"
-  assert "exit 2 in train; log L.log" in text
+  assert f"exit 2 in train; log {sweep_dir}/L.log" in text
 
 
 def test_missing_index_is_a_clear_error(tmp_path):
@@ -271,10 +272,9 @@ def _table_cells(text: str, section: str) -> dict[tuple, str]:
   return cells
 
 
-def test_tiny_sweep_end_to_end(tmp_path):
-  sweep_dir = str(tmp_path / "data_scaling")
+def test_tiny_sweep_end_to_end(tiny_sweep, tmp_path):
+  sweep_dir = tiny_sweep  # launch.run_sweep(spec_path, ..., probe=True), in conftest
   spec_path = f"{REPO}/configs/sweeps/data_scaling.py:tiny"
-  assert launch.run_sweep(spec_path, sweep_dir, probe=True) == []
   out = str(tmp_path / "report")
   path = sweep_report.write_report(sweep_dir, out)
   assert path == os.path.join(out, "REPORT.md")
@@ -297,6 +297,68 @@ def test_tiny_sweep_end_to_end(tmp_path):
   assert len(expected) == 4
   assert "experiments/probe.py" in text and "every program finished: **yes**" in text
   assert "strong positive correlation of task decodability" in text
+
+
+def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
+  # A clone of results/ holds index.json and the programs' small files, elsewhere.
+  index = index_lib.read(tiny_sweep)
+  assert {e["workdir"] for e in index["programs"]} == {p.name for p in spec.load(
+      f"{REPO}/configs/sweeps/data_scaling.py:tiny", tiny_sweep).programs}  # relative
+  original = _report_file(sweep_report.write_report(tiny_sweep, str(tmp_path / "original")))
+  moved = helpers.committed_copy(tiny_sweep, str(tmp_path / "elsewhere" / "data_scaling"))
+  assert not os.path.exists(os.path.join(moved, index["programs"][0]["workdir"], "checkpoints"))
+  done = subprocess.run([sys.executable, os.path.join(REPO, "experiments", "report.py"),
+                         f"--sweep_dir={moved}"], capture_output=True, text=True, cwd=REPO)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert _report_file(os.path.join(moved, "REPORT.md")) == original
+  assert "experiments/probe.py" in original and "| 5 | 2 |" in original
+  for figure in ("data_scaling_ood_r2.png", "decodability_ood_r2.png"):
+    with open(tmp_path / "original" / figure, "rb") as a, open(f"{moved}/{figure}", "rb") as b:
+      assert a.read() == b.read(), figure
+
+
+def test_older_absolute_paths_are_found_after_a_move(tmp_path):
+  moved = str(tmp_path / "new" / "s")
+  old = {"sweep_dir": "/gone/repo/results/cpu/s"}
+  assert index_lib.located(moved, old, "M5_K2") == f"{moved}/M5_K2"
+  assert index_lib.located(moved, old, "/gone/repo/results/cpu/s/M5_K2") == f"{moved}/M5_K2"
+  assert index_lib.located(moved, old, "/gone/elsewhere/M5_K2") == f"{moved}/M5_K2"
+  assert index_lib.located(moved, old, str(tmp_path)) == str(tmp_path)  # still there
+  # An index without `repo` (written before it was recorded), now in a clone elsewhere.
+  clone_dir = os.path.join(REPO, "results", "cpu", "s")
+  assert sweep_report.launch_repo(old, clone_dir) == "/gone/repo"
+  assert sweep_report.launch_repo({**old, "repo": "/r"}, clone_dir) == "/r"
+  assert sweep_report.launch_repo(old, moved) == sweep_report.REPO  # outside: cannot tell
+  assert sweep_report.portable("/gone/repo/.venv/bin/python experiments/train.py "
+                               "--workdir=/gone/repo/results/cpu/s/M5_K2", "/gone/repo") == (
+      "python experiments/train.py --workdir=results/cpu/s/M5_K2")
+
+
+def test_results_gitignore_keeps_what_a_report_reads():
+  # The files load.py reads are the ones tests.helpers.committed_copy keeps ...
+  assert set(helpers.COMMITTED_WORKDIR_FILES) == {
+      workdir_lib.CONFIG_FILE, load.METRICS_FILE, load.EVAL_FILE, load.PROBE_FILE}
+
+  def ignored(path: str) -> bool:
+    done = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)
+    assert done.returncode in (0, 1), path
+    return done.returncode == 0
+
+  # ... and the ones results/cpu/.gitignore keeps; checkpoints, logs and locks it does not.
+  program = "results/cpu/some_sweep/M8_K2"
+  for name in helpers.COMMITTED_WORKDIR_FILES:
+    assert not ignored(f"{program}/{name}"), name
+  for path in (f"{program}/checkpoints/100/x", f"{program}/.lock", f"{program}/curves.png",
+               "results/cpu/some_sweep/logs/M8_K2.log"):
+    assert ignored(path), path
+  for path in ("results/cpu/some_sweep/index.json", "results/cpu/some_sweep/REPORT.md",
+               "results/cpu/some_sweep/claims.json", "results/cpu/some_sweep/fig.png"):
+    assert not ignored(path), path
+
+
+def _report_file(path: str) -> str:
+  with open(path) as f:
+    return f.read()
 
 
 def test_report_binary_sweep_mode_and_flag_errors(tmp_path):

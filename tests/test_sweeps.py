@@ -144,7 +144,9 @@ def test_local_run_makes_a_workdir_per_program_and_the_index(two_done, sweep_fil
     assert entry["status"] == "done" and entry["exit_code"] == 0 and entry["wall_s"] > 0
     assert entry["overrides"] == {"student.width": int(program.name.split("-")[1])}
     assert os.path.isdir(os.path.join(program.workdir, "checkpoints", "200"))
-    assert "train:" in open(entry["log"]).read()
+    # Recorded relative to the sweep dir, so a copy of it (a clone of results/) reads the same.
+    assert (entry["workdir"], entry["log"]) == (program.name, f"logs/{program.name}.log")
+    assert "train:" in open(index_lib.located(sweep_dir, index, entry["log"])).read()
     # train.py read back exactly the config the launcher validated.
     cfg = spec.program_config(spec.resolve_base(sweep.base), program.name,
                               {**sweep.overrides, **program.overrides})
@@ -188,7 +190,8 @@ def test_failed_program_is_recorded_and_the_others_run(sweep_file, tmp_path):
   entries = _programs(index_lib.read(str(sweep_dir)))
   failed = entries["width-16_learning_rate-1e+30"]
   assert (failed["status"], failed["exit_code"], failed["stage"]) == ("failed", 2, "train")
-  assert "non-finite" in open(failed["log"]).read()
+  assert "non-finite" in open(sweep_dir / failed["log"]).read()
+  assert f"log {sweep_dir / failed['log']}" in result.stderr  # printed absolute
   assert entries["width-8"]["status"] == "done"
   assert os.path.isdir(sweep_dir / "width-8" / "checkpoints" / "200")
 

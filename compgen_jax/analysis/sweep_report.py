@@ -3,9 +3,12 @@
 The experiment is the sweep config's file stem (configs/sweeps/<experiment>.py); it picks the
 sections. Every section states the paper's claim and the verdicts computed from this sweep's
 runs; the last one lists each program's status, wall time and exact command lines.
+
+The report is the same wherever the sweep dir now lies (a clone of results/ holding only the
+programs' small files): workdirs are found relative to it, and paths are printed as recorded at
+launch, relative to the repository the sweep ran from.
 """
 
-import json
 import os
 import shlex
 from typing import NamedTuple
@@ -19,33 +22,28 @@ from compgen_jax.types import ConfigError
 
 REPORT_FILE = "REPORT.md"
 METRICS = {
-    "hyperteacher": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
-    # Per-action chance: a uniform guess among the 5 actions.
-    "preference": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
-                          "id/acc_all"),
-                   Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
+    "hyperteacher": (Metric("ood/r2", "OOD R^2", "ood_r2"),),
+    "preference": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all"),
+                   Metric("ood/acc", "OOD per-action accuracy", "ood_acc")),
 }
-CLAIMS_FILE = "claims.json"
 
 
 class Experiment(NamedTuple):
   title: str
-  sections: tuple  # (heading, fn(rows, metrics, out_dir) -> (markdown, claims))
+  sections: tuple  # (heading, fn(rows, metrics, out_dir) -> markdown)
 
 
 DATA = ("Data scaling", sections_data.data_scaling)
 DECODABILITY = ("Decodability vs compositional generalization", sections_model.decodability)
 MODEL = ("Model size", sections_model.model_size)
 SUPPORT = ("Task support", support.task_support)
-LAYERS = ("Per-layer decodability of failing and succeeding identity-encoded runs",
-          sections_model.layers)
 EXPERIMENTS = {
-    "data_scaling": Experiment("Data scaling (hyperteacher)", (DATA, DECODABILITY, LAYERS)),
+    "data_scaling": Experiment("Data scaling (hyperteacher)", (DATA, DECODABILITY)),
     "preference_data_scaling": Experiment("Data scaling (preference grid world)",
                                           (DATA, DECODABILITY)),
     "model_size": Experiment("Model size and task encodings (hyperteacher)", (
         MODEL, ("Task encodings: the paper's table", sections_model.encoding_table),
-        DECODABILITY, LAYERS)),
+        DECODABILITY)),
     "preference_model_size": Experiment("Model size and task encodings (preference grid world)",
                                         (MODEL, DECODABILITY)),
     "width_depth_demo": Experiment("Width x depth (demo sweep)", (MODEL, DECODABILITY)),
@@ -72,13 +70,15 @@ def trained(entry: dict) -> bool:
 def read_sweep(sweep_dir: str) -> tuple[dict, list[dict]]:
   """(index, one row per run of every trained program, tagged `program`). Unfinished programs
   are left out: their last evaluation is of an earlier step than the others'."""
+  sweep_dir = os.path.abspath(sweep_dir)
   index = index_lib.read(sweep_dir)
   if not index:
     raise ConfigError("sweep_dir", f"{sweep_dir!r} has no {index_lib.INDEX_FILE}: not a sweep "
                       f"dir (experiments/sweep.py writes it)")
   rows = []
   for entry in filter(trained, index["programs"]):
-    rows += [{**row, "program": entry["name"]} for row in load.read_workdir(entry["workdir"])]
+    workdir = index_lib.located(sweep_dir, index, entry["workdir"])
+    rows += [{**row, "program": entry["name"]} for row in load.read_workdir(workdir)]
   return index, rows
 
 
@@ -90,16 +90,35 @@ def _metrics(rows: list[dict]) -> tuple[Metric, ...]:
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def portable(text: str) -> str:
-  """A command line or path as a reader runs it: relative to the repository root, `python`."""
+def portable(text: str, repo: str = REPO) -> str:
+  """A command line or path as a reader runs it: relative to the repository root `repo` (the one
+  the sweep ran from), `python`."""
   words = [("python" if i == 0 and w.endswith(("python", "python3")) else w)
            for i, w in enumerate(shlex.split(text))] if " " in text else [text]
-  return shlex.join(w.replace(REPO + os.sep, "") for w in words) if " " in text else (
-      text.replace(REPO + os.sep, ""))
+  return shlex.join(w.replace(repo + os.sep, "") for w in words) if " " in text else (
+      text.replace(repo + os.sep, ""))
 
 
-def runs_section(index: dict, rows: list[dict]) -> str:
+def launch_repo(index: dict, sweep_dir: str) -> str:
+  """The repository root the sweep ran from: recorded in the index, or (an older index) the
+  recorded sweep dir less the sweep dir's path inside this repository (a clone elsewhere)."""
+  if index.get("repo"):
+    return index["repo"]
+  inside = os.path.relpath(os.path.abspath(sweep_dir), REPO)
+  recorded = index.get("sweep_dir", "")
+  if not inside.startswith(os.pardir) and recorded.endswith(os.sep + inside):
+    return recorded[:-len(inside) - 1]
+  return REPO
+
+
+def recorded_path(index: dict, path: str) -> str:
+  """A workdir or log as the index records it, made absolute as it was at launch."""
+  return os.path.join(index["sweep_dir"], path)
+
+
+def runs_section(index: dict, rows: list[dict], sweep_dir: str) -> str:
   """Status, runs and wall time per program, then the exact command lines."""
+  repo = launch_repo(index, sweep_dir)
   runs = {}
   for row in rows:
     runs[row["program"]] = runs.get(row["program"], 0) + 1
@@ -111,15 +130,18 @@ def runs_section(index: dict, rows: list[dict]) -> str:
                                                    if entry.get("skipped") else ""),
                  runs.get(entry["name"], 0), "-" if wall is None else f"{wall:.1f}",
                  entry.get("error") or (f"exit {entry.get('exit_code')} in "
-                                        f"{entry.get('stage')}; log {entry.get('log')}"
+                                        f"{entry.get('stage')}; log "
+                                        f"{portable(recorded_path(index, entry['log']), repo)}"
                                         if entry["status"] == "failed" else "")])
-    commands.append(portable(entry["command"]))
-    if os.path.exists(os.path.join(entry["workdir"], load.PROBE_FILE)):
+    commands.append(portable(entry["command"], repo))
+    if os.path.exists(os.path.join(index_lib.located(sweep_dir, index, entry["workdir"]),
+                                   load.PROBE_FILE)):
+      workdir = recorded_path(index, entry["workdir"])
       commands.append(portable(shlex.join(["python", os.path.join("experiments", "probe.py"),
-                                           f"--workdir={entry['workdir']}"])))
+                                           f"--workdir={workdir}"]), repo))
   failed = [e["name"] for e in index["programs"] if e["status"] != "done"]
-  lines = [f"Sweep `{index['spec']}` ({index['name']}), base `{index['base']}`, launcher "
-           f"{index['launcher']}; {len(index['programs'])} programs, {len(rows)} runs, "
+  lines = [f"Sweep `{portable(index['spec'], repo)}` ({index['name']}), base `{index['base']}`, "
+           f"launcher {index['launcher']}; {len(index['programs'])} programs, {len(rows)} runs, "
            f"total program wall time {total:.0f} s ({total / 60:.1f} min); index updated "
            f"{index['updated']}.",
            "", md.check("every program finished", not failed,
@@ -131,40 +153,25 @@ def runs_section(index: dict, rows: list[dict]) -> str:
   return "\n".join(lines)
 
 
-def render(index: dict, rows: list[dict], out_dir: str) -> str:
-  """The report's markdown (figures and CLAIMS_FILE are written into out_dir as it goes)."""
+def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
+  """The report's markdown (figures are written into out_dir as it goes)."""
   name = experiment_name(index["spec"])
   experiment = EXPERIMENTS.get(name, Experiment(f"Sweep {name}", ()))
   metrics = _metrics(rows)
   parts = [f"# {experiment.title}", "",
            f"Reproducing *{paper.TITLE}*. Every number below is computed from this sweep's "
            f"workdirs (final evaluation of each run; probes at the last probed step); means "
-           f"± 1 s.d. over seeds. Verdicts compare seed means by 95% intervals and say "
-           f"*not judged* where there are too few seeds; each section states its rules. "
-           f"Claims: `{CLAIMS_FILE}`. Written by `python experiments/report.py "
-           f"--sweep_dir={portable(index['sweep_dir'])}`.", ""]
-  claims = []
+           f"± 1 s.d. over seeds. Written by `python experiments/report.py "
+           f"--sweep_dir={portable(index['sweep_dir'], launch_repo(index, sweep_dir))}`.", ""]
   if not rows:
     parts.append("No finished runs yet.")
   else:
     for heading, section in experiment.sections:
-      text, found = section(rows, metrics, out_dir)
-      claims += [{**c, "experiment": name} for c in found]
+      text = section(rows, metrics, out_dir)
       if text:
         parts += [f"## {heading}", "", text, ""]
-  parts += ["## Runs", "", runs_section(index, rows), ""]
-  write_claims(out_dir, claims)
+  parts += ["## Runs", "", runs_section(index, rows, sweep_dir), ""]
   return "\n".join(parts)
-
-
-def write_claims(out_dir: str, claims: list[dict]) -> str:
-  """CLAIMS_FILE: the sections' claims as a JSON list, sorted keys, byte-stable."""
-  os.makedirs(out_dir, exist_ok=True)
-  path = os.path.join(out_dir, CLAIMS_FILE)
-  with open(path + ".tmp", "w") as f:
-    f.write(json.dumps(claims, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
-  os.replace(path + ".tmp", path)
-  return path
 
 
 def write_report(sweep_dir: str, out_dir: str | None = None) -> str:
@@ -172,7 +179,7 @@ def write_report(sweep_dir: str, out_dir: str | None = None) -> str:
   index, rows = read_sweep(sweep_dir)
   out_dir = out_dir or sweep_dir
   os.makedirs(out_dir, exist_ok=True)
-  text = render(index, rows, out_dir)
+  text = render(index, rows, out_dir, os.path.abspath(sweep_dir))
   path = os.path.join(out_dir, REPORT_FILE)
   with open(path + ".tmp", "w") as f:
     f.write(text)

@@ -3,6 +3,9 @@
 Rewritten atomically (temp file + rename) whenever a program starts or finishes, by the launching
 process only; a report reads it to find the workdirs and what failed. Statuses: pending, running,
 submitted (a SLURM job), done, failed. `skipped` marks a program this invocation found finished.
+A program's workdir and log are recorded relative to the sweep dir, so a copy of the sweep dir
+(a clone of results/) reads the same; `located` resolves them, and the absolute paths of older
+indexes.
 """
 
 import datetime
@@ -10,7 +13,7 @@ import json
 import os
 import threading
 
-from compgen_jax.sweeps.spec import Sweep, shell
+from compgen_jax.sweeps.spec import REPO, Sweep, shell
 
 INDEX_FILE = "index.json"
 
@@ -35,6 +38,23 @@ def write(sweep_dir: str, index: dict) -> None:
   os.replace(tmp, path(sweep_dir))
 
 
+def located(sweep_dir: str, index: dict, recorded: str) -> str:
+  """Where a path the index records (a workdir, a log) is now, the sweep dir being `sweep_dir`:
+  relative paths are the sweep dir's; an absolute one under the sweep dir the index was written
+  in moves with it (an older index, since copied); one elsewhere that is gone, DIR/<basename>."""
+  if not os.path.isabs(recorded):
+    return os.path.join(sweep_dir, recorded)
+  inside = os.path.relpath(recorded, index.get("sweep_dir") or sweep_dir)
+  if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
+    return os.path.normpath(os.path.join(sweep_dir, inside))
+  return recorded if os.path.exists(recorded) else os.path.join(sweep_dir,
+                                                                 os.path.basename(recorded))
+
+
+def _relative(sweep_dir: str, path: str) -> str:
+  return os.path.relpath(path, sweep_dir) if path else path
+
+
 def _now() -> str:
   return datetime.datetime.now().isoformat(timespec="seconds")
 
@@ -45,8 +65,10 @@ def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
   old = {entry["name"]: entry for entry in previous.get("programs", [])}
   entries = []
   for program in sweep.programs:
-    entry = {"name": program.name, "overrides": program.overrides, "workdir": program.workdir,
-             "command": shell(program.command), "log": program.log, "status": "pending",
+    entry = {"name": program.name, "overrides": program.overrides,
+             "workdir": _relative(sweep.sweep_dir, program.workdir),
+             "command": shell(program.command), "log": _relative(sweep.sweep_dir, program.log),
+             "status": "pending",
              "exit_code": None, "stage": None, "wall_s": None, "error": None, "job_id": None,
              "skipped": False}
     if old.get(program.name, {}).get("command") == entry["command"]:
@@ -54,7 +76,8 @@ def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
                                                            "wall_s", "error", "job_id")})
     entries.append(entry)
   return {"spec": sweep.spec, "name": sweep.name, "base": sweep.base,
-          "overrides": sweep.overrides, "sweep_dir": sweep.sweep_dir, "launcher": launcher,
+          "overrides": sweep.overrides, "sweep_dir": sweep.sweep_dir, "repo": REPO,
+          "launcher": launcher,
           "started": _now(), "updated": _now(), "programs": entries}
 
 
@@ -99,7 +122,7 @@ class Index:
   def finish(self, name: str, outcome: dict) -> None:
     with self._lock:
       self.ended += 1
-      self.entries[name].update(outcome)
+      self.entries[name].update(outcome, log=_relative(self.sweep_dir, outcome["log"]))
       self._write()
       wall = "" if outcome["wall_s"] is None else f" in {outcome['wall_s']:.1f} s"
       line = f"[{self.ended}/{self.total}] {outcome['status']:<6} {name}{wall}"
@@ -109,4 +132,6 @@ class Index:
       self.echo(line)
 
   def failures(self) -> list[dict]:
-    return [entry for entry in self.entries.values() if entry["status"] == "failed"]
+    """The failed programs' entries, their logs' paths absolute (to print)."""
+    return [{**entry, "log": located(self.sweep_dir, self.data, entry["log"])}
+            for entry in self.entries.values() if entry["status"] == "failed"]
