@@ -60,8 +60,8 @@ def fits_check(rows: list[dict], metric, bar: float) -> str:
 
 
 def rules(*texts: str) -> str:
-  """The rules a section's verdicts follow, stated before its numbers."""
-  return "Rules: " + "; ".join(texts) + "."
+  """The rules a section's verdicts follow, stated before its numbers (after claim())."""
+  return "**Rules:** " + "; ".join(texts) + ".\n\n**This run:**"
 
 
 def cells(rows: list[dict], metric) -> list[str]:
@@ -76,7 +76,8 @@ def cell_header(metric) -> list[str]:
 
 
 def claim(text: str) -> str:
-  return f"**Paper:** {text}\n\n**This run:**"
+  """The paper's claim; rules() follows it, then this run's verdicts."""
+  return f"**Paper:** {text}\n"
 
 
 def figure(path: str, alt: str, caption: str = "") -> str:

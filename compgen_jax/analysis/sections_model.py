@@ -237,8 +237,9 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                                f"given the sizes that vary in it)", j))
     if any(INPUT_DECODER in r for r in rows):
       inp = verdicts.correlation(aggregate.values(rows, INPUT_DECODER), y)
-      parts.append(f"- for contrast, input decodability vs {metric.label}: r = {inp.r:.3f} "
-                   f"[{inp.low:.3f}, {inp.high:.3f}] (n = {inp.n})")
+      parts.append(f"- for contrast, input decodability vs {metric.label}: " + (
+          f"r = {inp.r:.3f} [{inp.low:.3f}, {inp.high:.3f}] (n = {inp.n})"
+          if math.isfinite(inp.r) else f"undefined (no spread or too few runs, n = {inp.n})"))
     fname = f"decodability_{metric.slug}.png"
     ours = f"r {plain.detail}" + (f"; partial r given {given}: {partial.detail}"
                                   if partial is not None else "")
@@ -302,7 +303,9 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                                    f"{len(fail)} runs"))
   lower = (verdicts.Judgement(None, few) if len(fail) < 2 or len(succ) < 2
            else verdicts.lower([f[1] for f in fail], [s[1] for s in succ]))
-  word = verdicts.overall([loses.ok, lower.ok])
+  # Both groups are needed (the claim contrasts them): with fewer than 2 runs in one, not judged.
+  word = (verdicts.overall([loses.ok, lower.ok]) if len(fail) >= 2 and len(succ) >= 2
+          else verdicts.NOT_JUDGED)
   fname = "layers_z_ood_r2.png"
   panels, body = [], []
   for depth in sorted({r.get("student.depth") for r in rows}, key=lambda d: d or 0):
@@ -322,8 +325,8 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   figures.layers_png(panels, os.path.join(out_dir, fname), "OOD probe R^2 of z",
                      "mean ± s.d. over runs (error bars with >= 2 runs)")
   counts = f"{len(groups['failing'])} failing, {len(groups['succeeding'])} succeeding runs"
-  parts = [f"**Paper:** {claim_text} (identity-encoded networks that fail lose the task "
-           f"constituents in their deeper layers).\n\n**This run:**",
+  parts = [md.claim("identity-encoded networks that fail lose the task constituents in their "
+                    "deeper layers."),
            md.rules(f"a run succeeds when its {metric.label} >= {ratio} x its ID (the scaling "
                     f"law's target), else it fails", "decodability of z per layer is the OOD "
                     "probe R^2 of each hidden layer; the first and last hidden layers are "
