@@ -9,6 +9,7 @@ programs' small files): workdirs are found relative to it, and paths are printed
 launch, relative to the repository the sweep ran from.
 """
 
+import json
 import os
 import shlex
 from typing import NamedTuple
@@ -22,28 +23,33 @@ from compgen_jax.types import ConfigError
 
 REPORT_FILE = "REPORT.md"
 METRICS = {
-    "hyperteacher": (Metric("ood/r2", "OOD R^2", "ood_r2"),),
-    "preference": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all"),
-                   Metric("ood/acc", "OOD per-action accuracy", "ood_acc")),
+    "hyperteacher": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
+    # Per-action chance: a uniform guess among the 5 actions.
+    "preference": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
+                          "id/acc_all"),
+                   Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
 }
+CLAIMS_FILE = "claims.json"
 
 
 class Experiment(NamedTuple):
   title: str
-  sections: tuple  # (heading, fn(rows, metrics, out_dir) -> markdown)
+  sections: tuple  # (heading, fn(rows, metrics, out_dir) -> (markdown, claims))
 
 
 DATA = ("Data scaling", sections_data.data_scaling)
 DECODABILITY = ("Decodability vs compositional generalization", sections_model.decodability)
 MODEL = ("Model size", sections_model.model_size)
 SUPPORT = ("Task support", support.task_support)
+LAYERS = ("Per-layer decodability of failing and succeeding identity-encoded runs",
+          sections_model.layers)
 EXPERIMENTS = {
-    "data_scaling": Experiment("Data scaling (hyperteacher)", (DATA, DECODABILITY)),
+    "data_scaling": Experiment("Data scaling (hyperteacher)", (DATA, DECODABILITY, LAYERS)),
     "preference_data_scaling": Experiment("Data scaling (preference grid world)",
                                           (DATA, DECODABILITY)),
     "model_size": Experiment("Model size and task encodings (hyperteacher)", (
         MODEL, ("Task encodings: the paper's table", sections_model.encoding_table),
-        DECODABILITY)),
+        DECODABILITY, LAYERS)),
     "preference_model_size": Experiment("Model size and task encodings (preference grid world)",
                                         (MODEL, DECODABILITY)),
     "width_depth_demo": Experiment("Width x depth (demo sweep)", (MODEL, DECODABILITY)),
@@ -154,24 +160,39 @@ def runs_section(index: dict, rows: list[dict], sweep_dir: str) -> str:
 
 
 def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
-  """The report's markdown (figures are written into out_dir as it goes)."""
+  """The report's markdown (figures and CLAIMS_FILE are written into out_dir as it goes)."""
   name = experiment_name(index["spec"])
   experiment = EXPERIMENTS.get(name, Experiment(f"Sweep {name}", ()))
   metrics = _metrics(rows)
   parts = [f"# {experiment.title}", "",
            f"Reproducing *{paper.TITLE}*. Every number below is computed from this sweep's "
            f"workdirs (final evaluation of each run; probes at the last probed step); means "
-           f"± 1 s.d. over seeds. Written by `python experiments/report.py "
+           f"± 1 s.d. over seeds. Verdicts compare seed means by 95% intervals and say "
+           f"*not judged* where there are too few seeds; each section states its rules. "
+           f"Claims: `{CLAIMS_FILE}`. Written by `python experiments/report.py "
            f"--sweep_dir={portable(index['sweep_dir'], launch_repo(index, sweep_dir))}`.", ""]
+  claims = []
   if not rows:
     parts.append("No finished runs yet.")
   else:
     for heading, section in experiment.sections:
-      text = section(rows, metrics, out_dir)
+      text, found = section(rows, metrics, out_dir)
+      claims += [{**c, "experiment": name} for c in found]
       if text:
         parts += [f"## {heading}", "", text, ""]
   parts += ["## Runs", "", runs_section(index, rows, sweep_dir), ""]
+  write_claims(out_dir, claims)
   return "\n".join(parts)
+
+
+def write_claims(out_dir: str, claims: list[dict]) -> str:
+  """CLAIMS_FILE: the sections' claims as a JSON list, sorted keys, byte-stable."""
+  os.makedirs(out_dir, exist_ok=True)
+  path = os.path.join(out_dir, CLAIMS_FILE)
+  with open(path + ".tmp", "w") as f:
+    f.write(json.dumps(claims, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
+  os.replace(path + ".tmp", path)
+  return path
 
 
 def write_report(sweep_dir: str, out_dir: str | None = None) -> str:
