@@ -1,0 +1,130 @@
+"""The claims of every sweep report under a results dir, as one JSON list and one README table.
+
+  python experiments/claims.py --results_dir=results/cpu
+
+Reads RESULTS/<experiment>/claims.json (written by each sweep report, a list of
+verdicts.CLAIM_KEYS records), validates every record before writing anything, then writes
+RESULTS/claims.json (sorted by experiment, each file's own order kept; `figure` relative to
+RESULTS) and the table between the README's claims markers (RESULTS/README.md; the markers go
+after its first heading and paragraph when missing; the rest of the README is left alone).
+"""
+
+import glob
+import json
+import os
+
+from compgen_jax.analysis import markdown as md
+from compgen_jax.analysis import verdicts
+from compgen_jax.analysis.sweep_report import CLAIMS_FILE
+from compgen_jax.types import ConfigError
+
+README_FILE = "README.md"
+BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
+VERDICTS = (verdicts.SHOWN, verdicts.PARTIAL, verdicts.NOT_SHOWN, verdicts.NOT_JUDGED)
+HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict", "figure"]
+# field -> (check, what it must be); figure may also be null
+_TEXT = (lambda v: isinstance(v, str), "a string")
+FIELDS = {"experiment": _TEXT, "claim": _TEXT, "paper": _TEXT, "ours": _TEXT, "note": _TEXT,
+          "seeds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                    "an integer >= 0"),
+          "verdict": (lambda v: v in VERDICTS, "one of " + ", ".join(map(repr, VERDICTS))),
+          "figure": (lambda v: v is None or (isinstance(v, str) and v), "a path or null")}
+assert set(FIELDS) == set(verdicts.CLAIM_KEYS)  # one format, defined with the records
+
+
+def read_claims(path: str) -> list[dict]:
+  """The records of one claims.json; a ConfigError naming the file, record and field if it is
+  not a list of records with exactly verdicts.CLAIM_KEYS, each of its type."""
+  try:
+    with open(path) as f:
+      records = json.load(f)
+  except json.JSONDecodeError as e:
+    raise ConfigError("claims", f"{path!r} is not valid JSON ({e})") from None
+  if not isinstance(records, list):
+    raise ConfigError("claims", f"{path!r} holds a JSON {type(records).__name__}, not a list "
+                      f"of claims")
+  for i, record in enumerate(records):
+    if not isinstance(record, dict):
+      raise ConfigError("claims", f"{path!r}[{i}] is not an object")
+    unknown = sorted(set(record) - set(FIELDS))
+    if unknown:
+      raise ConfigError(f"claims.{unknown[0]}", f"{path!r}[{i}]: unknown field; a claim has "
+                        f"{', '.join(verdicts.CLAIM_KEYS)}")
+    for field, (ok, must) in FIELDS.items():
+      if field not in record:
+        raise ConfigError(f"claims.{field}", f"{path!r}[{i}]: missing")
+      if not ok(record[field]):
+        raise ConfigError(f"claims.{field}", f"{path!r}[{i}]: {record[field]!r} is not {must}")
+    figure = record["figure"]
+    if figure is not None and not os.path.isfile(os.path.join(os.path.dirname(path), figure)):
+      raise ConfigError("claims.figure", f"{path!r}[{i}]: no figure {figure!r} beside it")
+  return records
+
+
+def collect(results_dir: str) -> list[dict]:
+  """Every RESULTS/*/claims.json's records, sorted by experiment (stable: each file's order),
+  figures made relative to RESULTS."""
+  if not os.path.isdir(results_dir):
+    raise ConfigError("results_dir", f"{results_dir!r} is not a directory")
+  out = []
+  for path in sorted(glob.glob(os.path.join(results_dir, "*", CLAIMS_FILE))):
+    sweep = os.path.basename(os.path.dirname(path))
+    out += [{**r, "figure": r["figure"] and f"{sweep}/{r['figure']}"} for r in read_claims(path)]
+  return sorted(out, key=lambda r: r["experiment"])
+
+
+def _cell(text: str) -> str:
+  return " ".join(text.split()).replace("|", "\\|")  # one line; a | would end the cell
+
+
+def table(claims: list[dict]) -> str:
+  """The claims as a markdown table (links relative to RESULTS)."""
+  if not claims:
+    return (f"No claims yet: no `<experiment>/{CLAIMS_FILE}` (each sweep's report writes "
+            f"one).")
+  rows = [[f"{_cell(c['claim'])} ({c['experiment']})", _cell(c["paper"]), _cell(c["ours"]),
+           f"**{c['verdict']}**",
+           f"[{os.path.basename(c['figure'])}]({c['figure']})" if c["figure"] else "-"]
+          for c in claims]
+  return md.table(HEADER, rows)
+
+
+def with_table(readme: str, block: str) -> str:
+  """The README text with `block` between the claims markers; the markers are put after the
+  first heading and its first paragraph when missing. Nothing else changes."""
+  if (BEGIN in readme) != (END in readme) or readme.find(END) < readme.find(BEGIN):
+    raise ConfigError("readme", f"the README has one claims marker without the other in order "
+                      f"({BEGIN} ... {END})")
+  fenced = f"{BEGIN}\n{block}\n{END}"
+  if BEGIN in readme:
+    head, rest = readme.split(BEGIN, 1)
+    return head + fenced + rest.split(END, 1)[1]
+  lines = readme.split("\n")
+  at = next((i + 1 for i, line in enumerate(lines) if line.startswith("# ")), 0)
+  while at < len(lines) and not lines[at].strip():  # blank lines, then the paragraph
+    at += 1
+  while at < len(lines) and lines[at].strip():
+    at += 1
+  return "\n".join(lines[:at] + ["", fenced] + lines[at:])
+
+
+def _replace(path: str, text: str) -> None:
+  with open(path + ".tmp", "w") as f:
+    f.write(text)
+  os.replace(path + ".tmp", path)
+
+
+def write(results_dir: str) -> tuple[str, str]:
+  """Writes RESULTS/claims.json and the README's claims table (everything is read and checked
+  first); returns their paths."""
+  claims = collect(results_dir)
+  readme_path = os.path.join(results_dir, README_FILE)
+  readme = "# Results\n"
+  if os.path.exists(readme_path):
+    with open(readme_path) as f:
+      readme = f.read()
+  text = with_table(readme, table(claims))
+  claims_path = os.path.join(results_dir, CLAIMS_FILE)
+  _replace(claims_path, json.dumps(claims, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
+  _replace(readme_path, text)
+  return claims_path, readme_path

@@ -1,0 +1,26 @@
+"""The claims table of a results dir: every <experiment>/claims.json into one list and a table.
+
+  python experiments/claims.py --results_dir=results/cpu     # after experiments/report.py
+
+Writes RESULTS/claims.json and the table between the `<!-- claims:begin -->` and
+`<!-- claims:end -->` markers of RESULTS/README.md (placed after its first paragraph if
+missing). A malformed claims.json is refused, naming the file and field, before anything is
+written.
+"""
+
+from absl import flags
+
+from compgen_jax import cli
+from compgen_jax.analysis import claims
+
+_RESULTS_DIR = flags.DEFINE_string("results_dir", "results/cpu", "A results dir holding one "
+                                   "sweep dir (with its report's claims.json) per experiment.")
+
+
+def main(argv):
+  del argv
+  print("\n".join(claims.write(_RESULTS_DIR.value)))
+
+
+if __name__ == "__main__":
+  cli.run(main)

@@ -1,0 +1,134 @@
+"""The claims table (analysis/claims.py, experiments/claims.py): every <experiment>/claims.json of
+a results dir into RESULTS/claims.json and the README's table; idempotent; malformed files are
+refused before anything is written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from compgen_jax.analysis import claims
+from compgen_jax.types import ConfigError
+from tests.helpers import REPO
+
+README = """# The paper's experiments at CPU scale
+
+Reports of the cpu presets,
+written by make.
+
+| experiment | report |
+|---|---|
+| data scaling | [REPORT.md](data_scaling/REPORT.md) |
+"""
+
+
+def _claim(experiment, claim, verdict="shown", figure=None, **extra):
+  return {"experiment": experiment, "claim": claim, "paper": "1.0", "ours": "0.93 ± 0.01 (2 seeds)",
+          "seeds": 2, "verdict": verdict, "figure": figure, "note": "", **extra}
+
+
+@pytest.fixture
+def results(tmp_path):
+  """A results dir with two sweeps' claims.json (the second file's claims listed out of order)."""
+  for experiment, records in (
+      ("model_size", [_claim("model_size", "wider is better", "partial")]),
+      ("data_scaling", [_claim("data_scaling", "OOD rises with tasks", figure="ds.png"),
+                        _claim("data_scaling", "decodability | OOD", "not shown")])):
+    os.makedirs(tmp_path / experiment)
+    (tmp_path / experiment / "claims.json").write_text(json.dumps(records))
+  (tmp_path / "data_scaling" / "ds.png").write_bytes(b"png")
+  (tmp_path / "README.md").write_text(README)
+  return tmp_path
+
+
+def test_table_goes_between_markers_after_the_first_paragraph(results):
+  claims_path, readme_path = claims.write(str(results))
+  merged = json.loads(open(claims_path).read())
+  assert [(c["experiment"], c["claim"]) for c in merged] == [
+      ("data_scaling", "OOD rises with tasks"), ("data_scaling", "decodability | OOD"),
+      ("model_size", "wider is better")]  # by experiment, each file's order kept
+  assert merged[0]["figure"] == "data_scaling/ds.png" and merged[2]["figure"] is None
+  text = open(readme_path).read()
+  head, rest = text.split(claims.BEGIN)
+  table, tail = rest.split(claims.END)
+  assert head == README.split("\n\n| experiment")[0] + "\n\n"  # heading + first paragraph
+  assert tail == "\n\n| experiment" + README.split("\n\n| experiment")[1]  # the rest untouched
+  assert "| claim | paper | ours (mean ± s.d., seeds) | verdict | figure |" in table
+  assert ("| OOD rises with tasks (data_scaling) | 1.0 | 0.93 ± 0.01 (2 seeds) | **shown** | "
+          "[ds.png](data_scaling/ds.png) |") in table
+  assert "| decodability \\| OOD (data_scaling) |" in table  # a | in a cell is escaped
+  assert "| wider is better (model_size) | 1.0 | 0.93 ± 0.01 (2 seeds) | **partial** | - |" \
+      in table
+
+
+def test_a_second_run_is_idempotent_and_updates_in_place(results):
+  claims.write(str(results))
+  first = [open(results / name).read() for name in ("README.md", "claims.json")]
+  claims.write(str(results))
+  assert [open(results / name).read() for name in ("README.md", "claims.json")] == first
+  path = results / "model_size" / "claims.json"
+  path.write_text(json.dumps([_claim("model_size", "wider is better", "shown")]))
+  claims.write(str(results))
+  text = open(results / "README.md").read()
+  assert text.count(claims.BEGIN) == 1 and text.count(claims.END) == 1
+  assert "| wider is better (model_size) | 1.0 | 0.93 ± 0.01 (2 seeds) | **shown** |" in text
+  assert text.replace("**shown** | - |", "**partial** | - |") == first[0]
+
+
+@pytest.mark.parametrize("record, field, message", [
+    ({"verdict": "proven"}, "claims.verdict", "'proven' is not one of 'shown'"),
+    ({"seeds": "2"}, "claims.seeds", "is not an integer"),
+    ({"figure": "missing.png"}, "claims.figure", "no figure 'missing.png'"),
+    ({"extra": 1}, "claims.extra", "unknown field"),
+    ({"ours": None}, "claims.ours", "is not a string"),
+])
+def test_a_malformed_file_names_the_file_and_field_and_writes_nothing(results, record, field,
+                                                                       message):
+  claims.write(str(results))
+  before = [open(results / name).read() for name in ("README.md", "claims.json")]
+  bad = results / "model_size" / "claims.json"
+  bad.write_text(json.dumps([_claim("model_size", "x"), {**_claim("model_size", "y"), **record}]))
+  with pytest.raises(ConfigError, match=message) as error:
+    claims.write(str(results))
+  assert error.value.field == field and f"{str(bad)!r}[1]" in str(error.value)
+  assert [open(results / name).read() for name in ("README.md", "claims.json")] == before
+
+
+def test_missing_fields_and_non_lists_are_refused(results):
+  bad = results / "model_size" / "claims.json"
+  record = _claim("model_size", "x")
+  del record["verdict"]
+  bad.write_text(json.dumps([record]))
+  with pytest.raises(ConfigError, match=r"\[0\]: missing") as error:
+    claims.write(str(results))
+  assert error.value.field == "claims.verdict"
+  for text, message in (("{}", "holds a JSON dict, not a list"), ("[1,", "not valid JSON"),
+                        ("[3]", r"\[0\] is not an object")):
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+      claims.write(str(results))
+  assert not os.path.exists(results / "claims.json")
+  with pytest.raises(ConfigError, match="not a directory"):
+    claims.write(str(results / "nowhere"))
+
+
+def test_one_marker_alone_is_refused():
+  with pytest.raises(ConfigError, match="one claims marker"):
+    claims.with_table(f"# R\n\n{claims.BEGIN}\n", "t")
+  with pytest.raises(ConfigError, match="one claims marker"):
+    claims.with_table(f"# R\n\n{claims.END}\n{claims.BEGIN}\n", "t")
+
+
+def test_binary(results):
+  binary = os.path.join(REPO, "experiments", "claims.py")
+  done = subprocess.run([sys.executable, binary, f"--results_dir={results}"],
+                        capture_output=True, text=True, cwd=REPO)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.split() == [str(results / "claims.json"), str(results / "README.md")]
+  (results / "data_scaling" / "claims.json").write_text("[1,")
+  done = subprocess.run([sys.executable, binary, f"--results_dir={results}"],
+                        capture_output=True, text=True, cwd=REPO)
+  assert done.returncode == 2 and "not valid JSON" in done.stderr
+  assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
