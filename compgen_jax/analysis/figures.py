@@ -139,12 +139,14 @@ def bars_png(categories: list[str], bars: dict[str, list[Bar]], path: str, ylabe
       handles[b.label] = ax.bar(x, b.mean, width * 0.9, yerr=b.sd if b.seeds >= 2 else None,
                                 capsize=3, color=colors[b.label])
       if b.note:
-        ax.text(x, (b.mean if math.isfinite(b.mean) else 0) + 0.02, b.note, ha="center",
+        top = (b.mean if math.isfinite(b.mean) else 0) + (b.sd if b.seeds >= 2 else 0)
+        ax.text(x, top + 0.02, b.note, ha="center",
                 va="bottom", fontsize=6, rotation=90)
       if b.paper is not None:
         handles["paper"] = ax.scatter([x], [b.paper], marker="D", color="black", s=18, zorder=4)
   names = labels + (["paper"] if "paper" in handles else [])
-  ax.legend([handles[n] for n in names], names, fontsize=8, title=legend or None)
+  ax.legend([handles[n] for n in names], names, fontsize=8, title=legend or None,
+            loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: bars reach the ceiling
   ax.set_xticks(range(len(categories)), categories, rotation=25, ha="right", fontsize=8)
   ax.set_ylabel(ylabel)
   ax.set_title(title, fontsize=10)

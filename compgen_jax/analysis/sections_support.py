@@ -58,7 +58,7 @@ def _verdicts(groups: list[Group], metric: Metric, fname: str) -> tuple[list[str
         f"(vs {base})", "hurts" if hurts else "does not hurt",
         "; ".join(f"{_label(g)}: {md.mean_sd(g.mean, g.sd)} vs {md.mean_sd(b.mean, b.sd)}"
                   for g, b in pairs) + f" ({seeds} seeds)", seeds, word, fname,
-        verdicts.count(oks) + " settings"))
+        f"settings compared: {verdicts.count(oks)}"))
   return lines, claims
 
 
