@@ -11,10 +11,19 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from compgen_jax.analysis import aggregate, sections_data, sections_model, sweep_report, verdicts
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import (
+  aggregate,
+  sections_data,
+  sections_model,
+  sections_students,
+  sweep_report,
+  verdicts,
+)
 from compgen_jax.analysis import sections_support as support
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.tasks import combinatorics
+from tests.helpers import load_config
 
 R2 = (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),)
 
@@ -272,3 +281,50 @@ def test_render_writes_claims_json_and_regenerates_byte_identically(tmp_path):
   assert all(c["verdict"] in ("shown", "partial", "not shown", "not judged") for c in claims)
   assert all(isinstance(c["seeds"], int) for c in claims)
   assert "2 points: one comparison" in outputs[0][0]
+
+
+def _model_rows(rng, seeds: int, slope: float = 0.1) -> list[dict]:
+  return [{"encoding.name": enc, "student.depth": d, "student.width": w, "seed": s,
+           "program": f"{enc}_{d}_{w}", "n_train": 522, "task.num_modules": 16,
+           "task.max_hotness": 3, "frac_ood": 0.25, "id/r2": 0.97,
+           "ood/r2": 0.5 + slope * (np.log2(w / 32) + d / 2) + rng.normal(0, 0.005),
+           "z/best/ood_r2": 0.9, "z/input/ood_r2": 1.0}
+          for enc in ("identity", "few_shot") for d in (2, 4) for w in (32, 64, 128)
+          for s in range(seeds)]
+
+
+def test_model_size_and_encoding_table(tmp_path):
+  rng = np.random.default_rng(8)
+  text, claims = sections_model.model_size(_model_rows(rng, 3), R2, str(tmp_path))
+  assert [c["verdict"] for c in claims] == ["shown", "shown"]  # width, then depth
+  assert "| identity | width 32 | depth | 3 | yes | 2 points: one comparison" in text
+  _, claims = sections_model.model_size(_model_rows(rng, 3, slope=0.0), R2, str(tmp_path))
+  assert [c["verdict"] for c in claims] == ["not shown", "not shown"]  # flat: noise only
+  _, claims = sections_model.model_size(_model_rows(rng, 1), R2, str(tmp_path))
+  assert [c["verdict"] for c in claims] == ["not judged", "not judged"]
+  text, claims = sections_model.encoding_table(_model_rows(rng, 3), R2, str(tmp_path))
+  few = _claim(claims, "few-shot")
+  assert few["paper"] == "OOD 0.97, task decoder 0.90, input decoder -0.23"
+  # OOD 0.5 + 0.1 * (2 + 2) = 0.9, the bar itself: not judged; task decoder 0.9 exactly: yes
+  assert few["verdict"] == "partial"
+  assert "MLP 4x128" in few["note"] and (tmp_path / "encoding_table.png").exists()
+
+
+def _student_workdir(path: str, **overrides) -> str:
+  workdir_lib.prepare(path, load_config("hyperteacher", "tiny", **overrides))
+  return path
+
+
+@pytest.mark.parametrize("seeds, gap, verdict", [(3, 0.2, "shown"), (3, 0.0, "not shown"),
+                                                 (1, 0.2, "not judged")])
+def test_transformer_vs_mlp(tmp_path, seeds, gap, verdict):
+  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), **{"student.name": "transformer"}),
+              "mlp": _student_workdir(str(tmp_path / "mlp"), **{"student.width": 124})}
+  rng = np.random.default_rng(9)
+  rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",
+           "n_train": n, "seed": s, "id/r2": 1.0,
+           "ood/r2": 0.1 * np.log(n) + (gap if p == "tf" else 0.0) + rng.normal(0, 0.01)}
+          for p, wd in workdirs.items() for n in (4, 8, 16) for s in range(seeds)]
+  text, (claim,) = sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
+  assert claim["verdict"] == verdict, claim
+  assert "parameter counts matched" in text and "ID R^2 | OOD R^2 | ID - OOD" in text
