@@ -1,0 +1,84 @@
+"""Every committed sweep report regenerates byte for byte from the repository alone: for each
+results/cpu/<experiment>/ whose index.json has programs with committed workdir files, REPORT.md
+(and claims.json) written afresh into a temp dir equal the committed ones."""
+
+import difflib
+import glob
+import os
+import shutil
+
+import pytest
+
+from compgen_jax.analysis import claims, sweep_report
+from compgen_jax.sweeps import index as index_lib
+from tests import helpers
+from tests.helpers import REPO
+
+RESULTS = os.path.join(REPO, "results", "cpu")
+COMPARED = (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE)
+
+
+def has_rows(sweep_dir: str) -> bool:
+  """The index lists a trained program whose workdir files are here (committed)."""
+  index = index_lib.read(sweep_dir)
+  return any(os.path.isfile(os.path.join(index_lib.located(sweep_dir, index, e["workdir"]),
+                                         helpers.COMMITTED_WORKDIR_FILES[0]))
+             for e in index.get("programs", []) if sweep_report.trained(e))
+
+
+def committed_sweeps(results_dir: str = RESULTS) -> list[str]:
+  return [os.path.basename(os.path.dirname(p))
+          for p in sorted(glob.glob(os.path.join(results_dir, "*", index_lib.INDEX_FILE)))
+          if has_rows(os.path.dirname(p))]
+
+
+def _snapshot(directory: str) -> dict:
+  return {os.path.relpath(os.path.join(root, name), directory):
+          os.stat(os.path.join(root, name)).st_mtime_ns
+          for root, _, names in os.walk(directory) for name in names}
+
+
+def regenerate_and_compare(sweep_dir: str, out_dir: str) -> None:
+  """Writes the sweep's report into out_dir and asserts REPORT.md and claims.json equal the
+  sweep dir's byte for byte (a diff in the message otherwise); the sweep dir is not touched."""
+  before = _snapshot(sweep_dir)
+  sweep_report.write_report(sweep_dir, out_dir)
+  assert _snapshot(sweep_dir) == before, "regenerating wrote into the sweep dir"
+  for name in COMPARED:
+    committed, fresh = os.path.join(sweep_dir, name), os.path.join(out_dir, name)
+    assert os.path.exists(committed), f"{committed} is not committed; regenerate it"
+    with open(committed) as a, open(fresh) as b:
+      old, new = a.read(), b.read()
+    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        committed, "regenerated", n=1))
+    assert old == new, f"{committed} differs from its regeneration:\n{diff[:4000]}"
+
+
+def test_at_least_one_committed_sweep_has_rows():
+  assert committed_sweeps(), (
+      f"no results/cpu/<experiment>/index.json has programs with committed workdir files "
+      f"({', '.join(helpers.COMMITTED_WORKDIR_FILES)}), so no report can be regenerated")
+
+
+@pytest.mark.parametrize("experiment", committed_sweeps())
+def test_committed_report_regenerates(experiment, tmp_path):
+  regenerate_and_compare(os.path.join(RESULTS, experiment), str(tmp_path / "out"))
+
+
+def test_regeneration_mechanics_on_the_tiny_sweep(tiny_sweep, tmp_path):
+  # The tiny sweep as it would be committed: its report written in place, small files only.
+  committed = helpers.committed_copy(tiny_sweep, str(tmp_path / "results" / "data_scaling"))
+  sweep_report.write_report(committed)
+  assert claims.read_claims(os.path.join(committed, sweep_report.CLAIMS_FILE))  # the format
+  assert committed_sweeps(str(tmp_path / "results")) == ["data_scaling"]
+  regenerate_and_compare(committed, str(tmp_path / "out"))
+  # A stale committed report fails, with the differing line.
+  with open(os.path.join(committed, "REPORT.md"), "a") as f:
+    f.write("stale\n")
+  with pytest.raises(AssertionError, match=r"\+\+\+ regenerated[\s\S]*-stale"):
+    regenerate_and_compare(committed, str(tmp_path / "again"))
+  # A sweep dir whose workdir files were not committed has nothing to regenerate.
+  bare = str(tmp_path / "results" / "bare")
+  os.makedirs(bare)
+  shutil.copy(os.path.join(committed, index_lib.INDEX_FILE), bare)
+  assert committed_sweeps(str(tmp_path / "results")) == ["data_scaling"]
