@@ -328,3 +328,19 @@ def test_transformer_vs_mlp(tmp_path, seeds, gap, verdict):
   text, (claim,) = sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
   assert claim["verdict"] == verdict, claim
   assert "parameter counts matched" in text and "ID R^2 | OOD R^2 | ID - OOD" in text
+
+
+def test_data_scaling_keeps_widths_apart(tmp_path):
+  rng = np.random.default_rng(10)
+  rows = []
+  for width, offset in ((32, 0.0), (128, 0.2)):  # the wider student 0.2 higher everywhere
+    part = _data_rows(rng, {(16, 3): [(8, 0.4 + offset), (16, 0.5 + offset),
+                                       (32, 0.6 + offset)]})
+    rows += [{**r, "student.width": width, "student.depth": 4} for r in part]
+  text, claims = sections_data.data_scaling(rows, R2, str(tmp_path))
+  assert "| 16 | 3 | 32 | 3 | 3 | yes |" in text and "| 16 | 3 | 128 | 3 | 3 | yes |" in text
+  assert "| 16 | 3 | 696 | 32 | 8 | 0.500 |" in text  # frac_ood cell follows n_train
+  assert _claim(claims, "OOD R^2 rises with the student's width")["verdict"] == "shown"
+  pooled = [{**r, "student.width": 64} for r in rows]  # one width: no trend claim
+  _, claims = sections_data.data_scaling(pooled, R2, str(tmp_path))
+  assert not [c for c in claims if "width" in c["claim"]]

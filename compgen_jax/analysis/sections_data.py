@@ -32,61 +32,98 @@ def series(label: str, curve: aggregate.Curve, id_curve: aggregate.Curve | None)
                         id_curve.mean if same else None, id_curve.sd if same else None)
 
 
+MODEL_KEYS = (("student.width", "width"), ("student.depth", "depth"))
+
+
+def varying(rows: list[dict]) -> tuple[tuple[str, str], ...]:
+  """The MODEL_KEYS that take more than one value (a scale trend inside a data sweep): curves
+  are kept apart by them, never pooled."""
+  return tuple((k, name) for k, name in MODEL_KEYS if len({r.get(k) for r in rows}) > 1)
+
+
+def _line_label(key: tuple, models: tuple) -> str:
+  """'K = 3' or 'K = 3, width 32' from a curve's key (M, K, *model values)."""
+  return ", ".join([f"K = {key[1]}", *(f"{name} {v}" for (_, name), v in zip(models, key[2:],
+                                                                              strict=True))])
+
+
 def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
-  """OOD performance against the number of training tasks: a panel per M, a line per K."""
+  """OOD performance against the number of training tasks: a panel per M, a line per K (and
+  per width / depth where those vary), and the width trend where widths vary."""
+  models = varying(rows)
+  by = (*MK, *(k for k, _ in models))
   parts = [md.claim(paper.CLAIMS["data_scaling"]),
            md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"],
                     verdicts.RULES["level"] + f" (approaching 1: {NEAR_ONE}, at the most "
                     f"training tasks)", verdicts.RULES["fits"]), ""]
   claims = []
   for metric in metrics:
-    curves = aggregate.curves(rows, metric.key, *MK, "n_train")
-    ids = aggregate.curves(rows, metric.id_key, *MK, "n_train")
+    curves = aggregate.curves_by(rows, metric.key, by)
+    ids = aggregate.curves_by(rows, metric.id_key, by)
     rising, near, table, lasts = [], [], [], []
-    for M, lines in curves.items():
-      for K, c in lines.items():
-        up = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
-        last = verdicts.at_least(aggregate.values(c.groups[-1].rows, metric.key), NEAR_ONE)
-        rising.append(up.ok)
-        near.append(last.ok)
-        lasts.append(c.mean[-1])
-        table.append([M, K, len(c.x), c.seeds, md.word(up.ok), up.detail,
-                      md.word(last.ok)])
-    seeds = min((c.seeds for lines in curves.values() for c in lines.values()), default=0)
+    for key, c in curves.items():
+      up = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
+      last = verdicts.at_least(aggregate.values(c.groups[-1].rows, metric.key), NEAR_ONE)
+      rising.append(up.ok)
+      near.append(last.ok)
+      lasts.append(c.mean[-1])
+      table.append([*key, len(c.x), c.seeds, md.word(up.ok), up.detail, md.word(last.ok)])
+    seeds = min((c.seeds for c in curves.values()), default=0)
     fname = f"data_scaling_{metric.slug}.png"
-    fit_line = md.fits_check(rows, metric, verdicts.FITS_ID)
     word = verdicts.overall(rising)
-    parts += [fit_line, md.verdict(f"{metric.label} rises with n_train at every (M, K)", word,
-                                   verdicts.count(rising))]
     word_near = verdicts.overall(near)
-    parts.append(md.verdict(f"{metric.label} approaches 1 (>= {NEAR_ONE} at the most training "
-                            f"tasks, every (M, K))", word_near, verdicts.count(near)))
+    setting = "(M, K" + "".join(f", {name}" for _, name in models) + ")"
+    parts += [md.fits_check(rows, metric, verdicts.FITS_ID),
+              md.verdict(f"{metric.label} rises with n_train at every {setting}", word,
+                         verdicts.count(rising)),
+              md.verdict(f"{metric.label} approaches 1 (>= {NEAR_ONE} at the most training "
+                         f"tasks, every {setting})", word_near, verdicts.count(near))]
     note = verdicts.fits_note(rows, metric.id_key)
     claims += [verdicts.claim(f"{metric.label} rises monotonically with the number of training "
-                              f"tasks at every (M, K)", "rises monotonically",
+                              f"tasks at every {setting}", "rises monotonically",
                               f"{verdicts.count(rising)} ({seeds} seeds)", seeds, word, fname,
                               note),
                verdicts.claim(f"{metric.label} approaches 1 with enough training tasks",
                               "-> 1", f"means at the most tasks {min(lasts):.3f} to "
                               f"{max(lasts):.3f} ({seeds} seeds)" if lasts else "-", seeds,
                               word_near, fname, note)]
-    parts += ["", md.table(["M", "K", "points", "seeds", "rises", "detail (95% intervals)",
-                            f">= {NEAR_ONE} at the most tasks"], table)]
-    panels = [(f"M = {M}", [series(f"K = {K}", c, ids.get(M, {}).get(K))
-                            for K, c in lines.items()]) for M, lines in curves.items()]
-    path = figures.curves_png(panels, os.path.join(out_dir, fname), "number of training tasks",
+    if any(k == "student.width" for k, _ in models):
+      parts.append(_width_trend(rows, metric, fname, claims))
+    parts += ["", md.table(["M", "K", *(name for _, name in models), "points", "seeds", "rises",
+                            "detail (95% intervals)", f">= {NEAR_ONE} at the most tasks"],
+                           table)]
+    panels: dict = {}
+    for key, c in curves.items():
+      panels.setdefault(key[0], []).append(series(_line_label(key, models), c, ids.get(key)))
+    path = figures.curves_png([(f"M = {M}", ss) for M, ss in panels.items()],
+                              os.path.join(out_dir, fname), "number of training tasks",
                               metric.label, chance=metric.chance, title=figures.caption(seeds))
     parts.append(md.figure(os.path.basename(path), f"{metric.label} vs training tasks",
                            f"{metric.label} (solid) and ID (dashed) against the number of "
                            f"training tasks; {figures.caption(seeds)}."))
-  keys = (*MK, "n_train")
-  first = aggregate.group(rows, keys, metrics[0].key)
-  body = [[M, K, _num_tasks(M, K), n, g.rows[0].get("frac_ood"),
-           *(c for m in metrics for c in md.cells(g.rows, m)), g.n]
-          for g in first for M, K, n in [g.key]]
-  parts.append("\n" + md.table(["M", "K", "T", "n_train", "frac_ood",
-                                *(h for m in metrics for h in md.cell_header(m)), "seeds"], body))
+  first = aggregate.group(rows, (*by, "n_train"), metrics[0].key)
+  body = [[*g.key[:2], _num_tasks(*g.key[:2]), *g.key[2:], g.rows[0].get("frac_ood"),
+           *(c for m in metrics for c in md.cells(g.rows, m)), g.n] for g in first]
+  parts.append("\n" + md.table(["M", "K", "T", *(name for _, name in models), "n_train",
+                                "frac_ood", *(h for m in metrics for h in md.cell_header(m)),
+                                "seeds"], body))
   return "\n".join(parts), claims
+
+
+def _width_trend(rows: list[dict], metric: Metric, fname: str, claims: list) -> str:
+  """The scale trend inside a data sweep: rises with width at each (M, K, n_train) that has
+  more than one width (appends its claim)."""
+  curves = aggregate.curves_by(rows, metric.key, (*MK, "n_train"), "student.width")
+  oks = [verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups]).ok
+         for c in curves.values() if len(c.x) > 1]
+  seeds = min((c.seeds for c in curves.values() if len(c.x) > 1), default=0)
+  word = verdicts.overall(oks)
+  claims.append(verdicts.claim(f"{metric.label} rises with the student's width (at each "
+                               f"(M, K, n_train) with several widths)", "rises",
+                               f"{verdicts.count(oks)} ({seeds} seeds)", seeds, word, fname,
+                               verdicts.fits_note(rows, metric.id_key)))
+  return md.verdict(f"{metric.label} rises with width at every (M, K, n_train) with several "
+                    f"widths", word, verdicts.count(oks))
 
 
 def with_ratio(rows: list[dict], metric: Metric) -> list[dict]:
