@@ -302,6 +302,11 @@ def test_model_size_and_encoding_table(tmp_path):
   assert [c["verdict"] for c in claims] == ["not shown", "not shown"]  # flat: noise only
   _, claims = sections_model.model_size(_model_rows(rng, 1), R2, str(tmp_path))
   assert [c["verdict"] for c in claims] == ["not judged", "not judged"]
+  # The cpu preset's shape: depth 2 only at the widest width (one point: not a width curve).
+  rows = [r for r in _model_rows(rng, 3) if r["student.depth"] == 4 or r["student.width"] == 128]
+  text, claims = sections_model.model_size(rows, R2, str(tmp_path))
+  assert [c["verdict"] for c in claims] == ["shown", "shown"]
+  assert "| identity | depth 2 | width |" not in text
   text, claims = sections_model.encoding_table(_model_rows(rng, 3), R2, str(tmp_path))
   few = _claim(claims, "few-shot")
   assert few["paper"] == "OOD 0.97, task decoder 0.90, input decoder -0.23"

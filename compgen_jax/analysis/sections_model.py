@@ -43,8 +43,9 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     for enc, lines in curves.items():
       for depth, c in lines.items():
         j = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
-        wider.append(j.ok)
-        table.append([enc, f"depth {depth}", "width", c.seeds, md.word(j.ok), j.detail])
+        if len(c.x) > 1:  # a depth swept at one width says nothing about width
+          wider.append(j.ok)
+          table.append([enc, f"depth {depth}", "width", c.seeds, md.word(j.ok), j.detail])
     for enc, lines in by_width.items():
       for width, c in lines.items():
         j = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
