@@ -32,15 +32,23 @@ clean:
 	rm -rf $(VENV) workdirs
 
 # The paper's experiments at CPU scale (configs/sweeps/*.py:cpu, about 2 hours on 2 cores): each
-# sweep into results/cpu/<experiment>/, then its REPORT.md. `make -k reproduce-cpu` goes on past
+# sweep into results/cpu/<experiment>/, then its REPORT.md, and last the claims table of every
+# report (results/cpu/claims.json, results/cpu/README.md). `make -k reproduce-cpu` goes on past
 # a sweep with failed programs (its report still lists them); re-running resumes.
 CPU_RESULTS ?= results/cpu
 CPU_SWEEPS := data_scaling model_size scaling_law task_support transformer_vs_mlp \
 	preference_data_scaling preference_model_size preference_task_support
 PROBE_SWEEPS := data_scaling model_size preference_data_scaling preference_model_size
 
-.PHONY: reproduce-cpu
-reproduce-cpu: $(addprefix reproduce-cpu-,$(CPU_SWEEPS))
+.PHONY: reproduce-cpu claims-cpu
+# The sweeps through a sub-make (it inherits -k and -j), so the claims table is remade after
+# them even when one failed; the exit status is still the sweeps'.
+reproduce-cpu: $(STAMP)
+	$(MAKE) $(addprefix reproduce-cpu-,$(CPU_SWEEPS)); status=$$?; \
+	  $(MAKE) claims-cpu && exit $$status
+
+claims-cpu: $(STAMP)
+	$(PY) experiments/claims.py --results_dir=$(CPU_RESULTS)
 
 reproduce-cpu-%: $(STAMP)
 	$(PY) experiments/sweep.py --config=configs/sweeps/$*.py:cpu --sweep_dir=$(CPU_RESULTS)/$* \

@@ -114,6 +114,14 @@ def test_missing_fields_and_non_lists_are_refused(results):
     claims.write(str(results / "nowhere"))
 
 
+def test_markers_go_after_the_code_block_the_first_paragraph_leads_into():
+  readme = "# R\n\nWritten by\n\n```bash\nmake x\n\nmake y\n```\n\nMore.\n"
+  assert claims.with_table(readme, "T") == (
+      f"# R\n\nWritten by\n\n```bash\nmake x\n\nmake y\n```\n\n{claims.BEGIN}\nT\n"
+      f"{claims.END}\n\nMore.\n")
+  assert claims.with_table("# R\n\nP.\n", "T") == f"# R\n\nP.\n\n{claims.BEGIN}\nT\n{claims.END}\n"
+
+
 def test_one_marker_alone_is_refused():
   with pytest.raises(ConfigError, match="one claims marker"):
     claims.with_table(f"# R\n\n{claims.BEGIN}\n", "t")

@@ -82,3 +82,12 @@ def test_regeneration_mechanics_on_the_tiny_sweep(tiny_sweep, tmp_path):
   os.makedirs(bare)
   shutil.copy(os.path.join(committed, index_lib.INDEX_FILE), bare)
   assert committed_sweeps(str(tmp_path / "results")) == ["data_scaling"]
+
+
+def test_the_claims_table_is_current():
+  # results/cpu/claims.json and the README's table are what experiments/claims.py makes of the
+  # committed <experiment>/claims.json files.
+  for path, text in zip((claims.CLAIMS_FILE, claims.README_FILE), claims.render(RESULTS),
+                        strict=True):
+    with open(os.path.join(RESULTS, path)) as f:
+      assert f.read() == text, f"results/cpu/{path} is stale: run make claims-cpu"

@@ -91,7 +91,8 @@ def table(claims: list[dict]) -> str:
 
 def with_table(readme: str, block: str) -> str:
   """The README text with `block` between the claims markers; the markers are put after the
-  first heading and its first paragraph when missing. Nothing else changes."""
+  first heading and its first paragraph (and the code block it leads into) when missing.
+  Nothing else changes."""
   if (BEGIN in readme) != (END in readme) or readme.find(END) < readme.find(BEGIN):
     raise ConfigError("readme", f"the README has one claims marker without the other in order "
                       f"({BEGIN} ... {END})")
@@ -105,6 +106,10 @@ def with_table(readme: str, block: str) -> str:
     at += 1
   while at < len(lines) and lines[at].strip():
     at += 1
+  fence = next((i for i in range(at, len(lines)) if lines[i].strip()), len(lines))
+  if fence < len(lines) and lines[fence].startswith("```"):  # "... written by" + its commands
+    close = next((i for i in range(fence + 1, len(lines)) if lines[i].startswith("```")), None)
+    at = at if close is None else close + 1
   return "\n".join(lines[:at] + ["", fenced] + lines[at:])
 
 
@@ -114,17 +119,22 @@ def _replace(path: str, text: str) -> None:
   os.replace(path + ".tmp", path)
 
 
+def render(results_dir: str) -> tuple[str, str]:
+  """(RESULTS/claims.json, RESULTS/README.md) as `write` makes them; reads and checks only."""
+  claims = collect(results_dir)
+  readme = "# Results\n"
+  if os.path.exists(os.path.join(results_dir, README_FILE)):
+    with open(os.path.join(results_dir, README_FILE)) as f:
+      readme = f.read()
+  return (json.dumps(claims, sort_keys=True, indent=1, ensure_ascii=False) + "\n",
+          with_table(readme, table(claims)))
+
+
 def write(results_dir: str) -> tuple[str, str]:
   """Writes RESULTS/claims.json and the README's claims table (everything is read and checked
   first); returns their paths."""
-  claims = collect(results_dir)
-  readme_path = os.path.join(results_dir, README_FILE)
-  readme = "# Results\n"
-  if os.path.exists(readme_path):
-    with open(readme_path) as f:
-      readme = f.read()
-  text = with_table(readme, table(claims))
-  claims_path = os.path.join(results_dir, CLAIMS_FILE)
-  _replace(claims_path, json.dumps(claims, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
-  _replace(readme_path, text)
-  return claims_path, readme_path
+  claims_text, readme = render(results_dir)
+  paths = os.path.join(results_dir, CLAIMS_FILE), os.path.join(results_dir, README_FILE)
+  for path, text in zip(paths, (claims_text, readme), strict=True):
+    _replace(path, text)
+  return paths
