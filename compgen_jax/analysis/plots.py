@@ -36,6 +36,7 @@ def scatter_png(x: list[float], y: list[float], path: str, xlabel: str, ylabel: 
   for g in sorted(set(groups)):
     pts = [(a, b) for a, b, gg in zip(x, y, groups, strict=True) if gg == g]
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, label=g or None)
+  ax.axhline(1.0, color="black", lw=0.8, ls=":")  # the R^2 / accuracy ceiling
   if any(groups):
     ax.legend(fontsize=7)
   ax.set_xlabel(xlabel)

@@ -9,6 +9,7 @@ import os
 from compgen_jax.analysis import aggregate, figures, paper, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
+from compgen_jax.analysis.verdicts import n_seeds
 from compgen_jax.tasks import combinatorics
 
 MK = ("task.num_modules", "task.max_hotness")
@@ -81,11 +82,11 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     note = verdicts.fits_note(rows, metric.id_key)
     claims += [verdicts.claim(f"{metric.label} rises monotonically with the number of training "
                               f"tasks at every {setting}", "rises monotonically",
-                              f"{verdicts.count(rising)} ({seeds} seeds)", seeds, word, fname,
+                              f"{verdicts.count(rising)} ({n_seeds(seeds)})", seeds, word, fname,
                               note),
                verdicts.claim(f"{metric.label} approaches 1 with enough training tasks",
                               "-> 1", f"means at the most tasks {min(lasts):.3f} to "
-                              f"{max(lasts):.3f} ({seeds} seeds)" if lasts else "-", seeds,
+                              f"{max(lasts):.3f} ({n_seeds(seeds)})" if lasts else "-", seeds,
                               word_near, fname, note)]
     if any(k == "student.width" for k, _ in models):
       parts.append(_width_trend(rows, metric, fname, claims))
@@ -120,7 +121,7 @@ def _width_trend(rows: list[dict], metric: Metric, fname: str, claims: list) -> 
   word = verdicts.overall(oks)
   claims.append(verdicts.claim(f"{metric.label} rises with the student's width (at each "
                                f"(M, K, n_train) with several widths)", "rises",
-                               f"{verdicts.count(oks)} ({seeds} seeds)", seeds, word, fname,
+                               f"{verdicts.count(oks)} ({n_seeds(seeds)})", seeds, word, fname,
                                verdicts.fits_note(rows, metric.id_key)))
   return md.verdict(f"{metric.label} rises with width at every (M, K, n_train) with several "
                     f"widths", word, verdicts.count(oks))
@@ -196,7 +197,7 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     word = {True: verdicts.SHOWN, False: verdicts.NOT_SHOWN, None: verdicts.NOT_JUDGED}[
         judgement.ok]
     law = (f"tasks needed = {fit.prefactor:.3g} T^{fit.exponent:.3f}, exponent (95% interval) "
-           f"{judgement.detail}, {fit.n} points"
+           f"{judgement.detail}, {fit.n} points ({n_seeds(seeds)})"
            if math.isfinite(fit.exponent) else f"no fit ({fit.n} points)")
     parts.append(md.verdict(f"{student}: tasks needed grow more slowly than T (exponent < 1; "
                             f"so the fraction of tasks needed falls as T grows)", word, law))

@@ -12,6 +12,7 @@ import numpy as np
 from compgen_jax.analysis import aggregate, figures, load, paper, plots, sections_data, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
+from compgen_jax.analysis.verdicts import n_seeds
 
 TASK_DECODER = load.DECODABILITY  # z at the best student layer (by ID probe R^2), OOD tasks
 INPUT_DECODER = "z/input/ood_r2"  # z from phi(z) itself
@@ -64,7 +65,7 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                               verdicts.count(oks)))
       claims.append(verdicts.claim(f"{metric.label} rises with the student's {axis}, for "
                                    f"every encoding", "rises", f"{verdicts.count(oks)} "
-                                   f"({seeds} seeds)", seeds, word, fname, note))
+                                   f"({n_seeds(seeds)})", seeds, word, fname, note))
     parts += ["", md.table(["encoding", "at", "over", "seeds", "rises",
                             "detail (95% intervals)"], table)]
     panels = [(f"encoding: {enc}", [sections_data.series(f"depth {d}", c,
@@ -130,7 +131,7 @@ def encoding_table(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         f"layers (task decoder R^2 >= {GENERALIZES})",
         f"OOD {p_ood:.2f}, task decoder {p_task:.2f}, input decoder {p_input:.2f}",
         f"OOD {ours['ood/r2']}, task decoder {ours[TASK_DECODER]}, input decoder "
-        f"{ours[INPUT_DECODER]} ({seeds} seeds)", seeds, verdicts.overall([gen.ok, dec.ok]),
+        f"{ours[INPUT_DECODER]} ({n_seeds(seeds)})", seeds, verdicts.overall([gen.ok, dec.ok]),
         fname, f"MLP {depth}x{width}, M={setting['task.num_modules']}, "
         f"K={setting['task.max_hotness']}, frac_ood={setting['frac_ood']}"))
     bars[name] = [figures.Bar(label, v[0], v[1], v[2], paper=p)

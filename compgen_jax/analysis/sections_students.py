@@ -12,6 +12,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, figures, paper, sections_data, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
+from compgen_jax.analysis.verdicts import n_seeds
 from compgen_jax.run_state import dims, vocab_size
 from compgen_jax.students import registry as students
 
@@ -71,7 +72,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
       claims.append(verdicts.claim(
           f"{metric.label}: the transformer is more data-efficient than the MLP at matched "
           f"parameters ({programs[tf][1]:,} vs {programs[mlp][1]:,})", "transformer higher",
-          f"{verdicts.count(oks)} numbers of training tasks ({seeds} seeds)", seeds, word,
+          f"{verdicts.count(oks)} numbers of training tasks ({n_seeds(seeds)})", seeds, word,
           fname))
     needed = sections_data.tasks_needed(sections_data.with_ratio(rows, metric), ("program",))
     parts.append(f"- training tasks needed for {metric.label} >= "

@@ -6,6 +6,7 @@ import os
 from compgen_jax.analysis import aggregate, figures, paper, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Group, Metric
+from compgen_jax.analysis.verdicts import n_seeds
 from compgen_jax.tasks import supports
 
 KEYS = ("task.support", "task.max_hotness", "frac_ood")
@@ -57,7 +58,7 @@ def _verdicts(groups: list[Group], metric: Metric, fname: str) -> tuple[list[str
         f"{metric.label}: {strategy} support {'hurts' if hurts else 'does not hurt'} "
         f"(vs {base})", "hurts" if hurts else "does not hurt",
         "; ".join(f"{_label(g)}: {md.mean_sd(g.mean, g.sd)} vs {md.mean_sd(b.mean, b.sd)}"
-                  for g, b in pairs) + f" ({seeds} seeds)", seeds, word, fname,
+                  for g, b in pairs) + f" ({n_seeds(seeds)})", seeds, word, fname,
         f"settings compared: {verdicts.count(oks)}"))
   return lines, claims
 

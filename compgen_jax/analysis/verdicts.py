@@ -195,6 +195,10 @@ def overall(oks: list) -> str:
   return PARTIAL if any(judged) else NOT_SHOWN
 
 
+def n_seeds(n: int) -> str:
+  return "1 seed" if n == 1 else f"{n} seeds"
+
+
 def count(oks: list) -> str:
   """'3 of 4 yes, 1 not judged'."""
   yes, none = sum(ok is True for ok in oks), sum(ok is None for ok in oks)
