@@ -2,7 +2,6 @@
 is known: intervals against scipy, one seed judges nothing, rises within noise, fitted exponents
 with their interval, (partial) correlations, per-layer decodability, and claims.json."""
 
-import inspect
 import json
 import math
 import os
@@ -252,12 +251,6 @@ def test_task_support_one_seed_is_not_judged(tmp_path):
 # claims.json and determinism
 
 
-def _render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
-  # render() gains its sweep_dir argument with the portable-paths change; either works here.
-  extra = (sweep_dir,) if "sweep_dir" in inspect.signature(sweep_report.render).parameters else ()
-  return sweep_report.render(index, rows, out_dir, *extra)
-
-
 def test_render_writes_claims_json_and_regenerates_byte_identically(tmp_path):
   rng = np.random.default_rng(7)
   rows = _data_rows(rng, {(5, 2): [(8, 0.5), (16, 0.7)]})
@@ -268,7 +261,7 @@ def test_render_writes_claims_json_and_regenerates_byte_identically(tmp_path):
   outputs = []
   for out in ("a", "b"):
     out_dir = str(tmp_path / out)
-    text = _render(index, rows, out_dir, str(tmp_path))
+    text = sweep_report.render(index, rows, out_dir, str(tmp_path))
     files = {f: open(os.path.join(out_dir, f), "rb").read() for f in sorted(os.listdir(out_dir))}
     outputs.append((text, files))
   assert outputs[0] == outputs[1]
