@@ -85,9 +85,8 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                               f"{verdicts.count(rising)} ({n_seeds(seeds)})", seeds, word, fname,
                               note),
                verdicts.claim(f"{metric.label} approaches 1 with enough training tasks",
-                              "-> 1", f"means at the most tasks {min(lasts):.3f} to "
-                              f"{max(lasts):.3f} ({n_seeds(seeds)})" if lasts else "-", seeds,
-                              word_near, fname, note)]
+                              "-> 1", f"{_span(lasts)} at the most tasks ({n_seeds(seeds)})",
+                              seeds, word_near, fname, note)]
     if any(k == "student.width" for k, _ in models):
       parts.append(_width_trend(rows, metric, fname, claims))
     parts += ["", md.table(["M", "K", *(name for _, name in models), "points", "seeds", "rises",
@@ -109,6 +108,15 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                                 "frac_ood", *(h for m in metrics for h in md.cell_header(m)),
                                 "seeds"], body))
   return "\n".join(parts), claims
+
+
+def _span(means: list[float]) -> str:
+  """'mean 0.348' or 'means 0.348 to 0.811' ('-' with none)."""
+  finite = [m for m in means if math.isfinite(m)]
+  if not finite:
+    return "-"
+  lo, hi = min(finite), max(finite)
+  return f"mean {lo:.3f}" if len(finite) == 1 else f"means {lo:.3f} to {hi:.3f}"
 
 
 def _width_trend(rows: list[dict], metric: Metric, fname: str, claims: list) -> str:

@@ -243,8 +243,8 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
           f"r = {inp.r:.3f} [{inp.low:.3f}, {inp.high:.3f}] (n = {inp.n})"
           if math.isfinite(inp.r) else f"undefined (no spread or too few runs, n = {inp.n})"))
     fname = f"decodability_{metric.slug}.png"
-    ours = f"r {plain.detail}" + (f"; partial r given {given}: {partial.detail}"
-                                  if partial is not None else "")
+    ours = f"Pearson {plain.detail}" + (f"; partial given {given}: {partial.detail}"
+                                        if partial is not None else "")
     claims.append(verdicts.claim(f"task decodability correlates strongly with {metric.label} "
                                  f"across runs", "strong correlation", ours,
                                  _seeds(rows, metric), verdicts.overall(oks), fname,
@@ -344,6 +344,8 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
            md.figure(fname, "per-layer decodability", f"mean ± s.d. over runs ({counts}); "
                      f"error bars only with >= 2 runs.")]
   claim = verdicts.claim(claim_text, "lost in deeper layers",
-                         f"failing {loses.detail}; last layer failing vs succeeding "
-                         f"{lower.detail}", _seeds(rows, metric), word, fname, counts)
+                         f"failing runs, last vs first hidden layer: {md.word(loses.ok)} "
+                         f"({loses.detail}); last layer, failing vs succeeding: "
+                         f"{md.word(lower.ok)} ({lower.detail})", _seeds(rows, metric), word,
+                         fname, counts)
   return "\n".join(parts), [claim]
