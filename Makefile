@@ -32,9 +32,10 @@ clean:
 	rm -rf $(VENV) workdirs
 
 # The paper's experiments at CPU scale (configs/sweeps/*.py:cpu, about 2 hours on 2 cores): each
-# sweep into results/cpu/<experiment>/, then its REPORT.md, and last the claims table of every
-# report (results/cpu/claims.json, results/cpu/README.md). `make -k reproduce-cpu` goes on past
-# a sweep with failed programs (its report still lists them); re-running resumes.
+# sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
+# and last the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
+# `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists
+# them); re-running resumes.
 CPU_RESULTS ?= results/cpu
 CPU_SWEEPS := data_scaling model_size scaling_law task_support transformer_vs_mlp \
 	preference_data_scaling preference_model_size preference_task_support
@@ -44,7 +45,7 @@ PROBE_SWEEPS := data_scaling model_size preference_data_scaling preference_model
 # The sweeps through a sub-make (it inherits -k and -j), so the claims table is remade after
 # them even when one failed; the exit status is still the sweeps'.
 reproduce-cpu: $(STAMP)
-	$(MAKE) $(addprefix reproduce-cpu-,$(CPU_SWEEPS)); status=$$?; \
+	$(MAKE) $(addprefix reproduce-cpu-,$(CPU_SWEEPS)) reproduce-cpu-theorem; status=$$?; \
 	  $(MAKE) claims-cpu && exit $$status
 
 claims-cpu: $(STAMP)
@@ -54,6 +55,13 @@ reproduce-cpu-%: $(STAMP)
 	$(PY) experiments/sweep.py --config=configs/sweeps/$*.py:cpu --sweep_dir=$(CPU_RESULTS)/$* \
 	    $(if $(filter $*,$(PROBE_SWEEPS)),--probe); status=$$?; \
 	  $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/$* && exit $$status
+
+# Theorem 3.1's construction and bounds (configs/theorem.py:quick, 4-10 min on 2 cores): the
+# binary writes results/cpu/theorem/theorem.jsonl, then report.md, claims.json and the PNGs from
+# those rows (python -m compgen_jax.theory.report regenerates them alone).
+.PHONY: reproduce-cpu-theorem
+reproduce-cpu-theorem: $(STAMP)
+	$(PY) experiments/theorem.py --config=configs/theorem.py:quick --workdir=$(CPU_RESULTS)/theorem
 
 # Image composition at CPU scale (configs/images.py:cpu): trains, evaluates, probes and writes
 # results/cpu/images/report.md; re-running resumes. Not part of reproduce-cpu (its own binary).

@@ -23,7 +23,7 @@ def test_tiny_preset_writes_table_and_plots(tmp_path):
   proc = _run(tmp_path)
   assert proc.returncode == 0, proc.stderr[-3000:]
   for name in (experiment.TABLE_FILE, "error_vs_resolution.png", "neurons_vs_modules.png",
-               "config.json"):
+               "config.json", "report.md", "claims.json"):
     assert (tmp_path / name).stat().st_size > 0, name
   rows = metric_writer.read_rows(str(tmp_path / experiment.TABLE_FILE))
   kinds = {r["kind"] for r in rows}

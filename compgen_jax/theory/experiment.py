@@ -1,7 +1,8 @@
 """The Theorem 3.1 experiment: error vs N, neuron count vs M at fixed eps, and SGD at equal size.
 
-Writes theorem.jsonl (one row per measurement, `kind` says which table), config.json, the two plots,
-and the SGD runs under <workdir>/sgd (the normal training loop and its workdir format).
+Writes theorem.jsonl (one row per measurement, `kind` says which table), config.json, the SGD runs
+under <workdir>/sgd (the normal training loop and its workdir format), and from the rows alone
+(theory/report.py) report.md, claims.json and the two plots.
 """
 
 import copy
@@ -19,11 +20,11 @@ from compgen_jax import metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics, hyperteacher
-from compgen_jax.theory import construction, measure, plots
+from compgen_jax.theory import construction, measure, report
 from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
 
-TABLE_FILE = "theorem.jsonl"
+TABLE_FILE = report.TABLE_FILE
 SGD_DIR = "sgd"
 MAX_GRID_POINTS = 1 << 16  # grid_points ** I beyond this is a typo, not a plan
 
@@ -227,6 +228,5 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> dict:
   if os.path.exists(path):
     os.remove(path)  # a rerun rewrites the table rather than appending duplicates
   metric_writer.append_rows(path, rows + [summary])
-  plots.error_vs_resolution(rows, os.path.join(workdir, "error_vs_resolution.png"))
-  plots.neurons_vs_modules(rows, os.path.join(workdir, "neurons_vs_modules.png"))
+  report.write_report(workdir)  # report.md, claims.json and the two plots, from the rows
   return summary
