@@ -19,6 +19,8 @@ from compgen_jax.analysis.aggregate import PowerLaw  # noqa: E402
 MAX_COLUMNS = 4
 # No software version or date in the PNG, so a regenerated figure is byte-identical.
 METADATA = {"Software": None}
+# A group keeps its colour whether or not the other one is present.
+GROUP_COLORS = {"succeeding": "tab:green", "failing": "tab:red"}
 
 
 class Series(NamedTuple):
@@ -163,8 +165,9 @@ def layers_png(panels: list[tuple[str, list[Series]]], path: str, ylabel: str,
   fig, axes = _grid(len(panels))
   for ax, (panel, series) in zip(axes, panels, strict=True):
     for i, s in enumerate(series):
+      color = GROUP_COLORS.get(s.label.split(" ")[0], plt.cm.tab10(i % 10))
       ax.errorbar(range(len(s.x)), s.mean, yerr=s.sd if s.seeds >= 2 else None, marker="o",
-                  capsize=3, color=plt.cm.tab10(i % 10), label=s.label)
+                  capsize=3, color=color, label=s.label)
     names = max((s.x for s in series), key=len, default=[])
     ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
     _ceilings(ax, None)
