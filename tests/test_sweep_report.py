@@ -349,6 +349,7 @@ def test_results_gitignore_keeps_what_a_report_reads():
   for name in helpers.COMMITTED_WORKDIR_FILES:
     assert not ignored(f"{program}/{name}"), name
   for path in (f"{program}/checkpoints/100/x", f"{program}/.lock", f"{program}/curves.png",
+               "results/cpu/theorem/.lock", "results/cpu/some_sweep/index.json.tmp",
                "results/cpu/some_sweep/logs/M8_K2.log"):
     assert ignored(path), path
   for path in ("results/cpu/some_sweep/index.json", "results/cpu/some_sweep/REPORT.md",
