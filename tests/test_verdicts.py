@@ -237,6 +237,10 @@ def test_layers_failing_runs_lose_the_constituents(tmp_path):
   for few in (_layer_rows(fail[:1], succeed), _layer_rows(fail, succeed[:1])):
     _, (claim,) = sections_model.layers(few, R2, str(tmp_path))
     assert claim["verdict"] == "not judged"
+  unprobed = [{k: v for k, v in r.items() if not k.startswith("z/")}
+              for r in _layer_rows(fail, succeed)]
+  text, (claim,) = sections_model.layers(unprobed, R2, str(tmp_path))
+  assert text == "" and claim["verdict"] == "not judged" and claim["figure"] is None
 
 
 def test_task_support_one_seed_is_not_judged(tmp_path):

@@ -283,9 +283,12 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """OOD probe R^2 of z per hidden layer, identity-encoded runs split into succeeding and
   failing, with the paper's 'failing runs lose the constituents in deeper layers' judged."""
   metric = metrics[0]
-  rows = [r for r in rows if r.get("encoding.name", "identity") == "identity"]
+  # Identity-encoded runs with both metrics (else neither succeeding nor failing) and probes.
+  rows = [r for r in rows if r.get("encoding.name", "identity") == "identity"
+          and math.isfinite(load.number(r.get(metric.key)) + load.number(r.get(metric.id_key)))
+          and hidden_layers([r])]
   claim_text = ("identity-encoded runs that fail lose the constituents in deeper layers")
-  if not rows or not hidden_layers(rows):
+  if not rows:
     return "", [verdicts.claim(claim_text, "lost in deeper layers", "-", 0, verdicts.NOT_JUDGED,
                                None, "no per-layer probes of identity-encoded runs")]
   ratio = sections_data.TARGET_OF_ID
