@@ -66,6 +66,8 @@ def test_correlation_matches_numpy_and_skips_nan(workdirs):
 def test_report_writes_table_and_scatter(workdirs, tmp_path):
   text = correlation.write_report(workdirs, str(tmp_path / "out"))
   assert "Pearson r" in text and "dense_1" in text
+  # 3 finite pairs: n - 3 = 0 leaves no Fisher-z interval
+  assert "(no interval: fewer than 4 runs)" in text
   assert (tmp_path / "out" / correlation.SCATTER_FILE).stat().st_size > 0
   assert len(metric_writer.read_rows(str(tmp_path / "out" / correlation.TABLE_FILE))) == 4
   correlation.write_report(workdirs, str(tmp_path / "out"))  # rewritten, not appended
