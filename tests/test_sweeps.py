@@ -167,6 +167,24 @@ def test_rerun_skips_finished_programs(two_done, sweep_file):
   assert all(e["skipped"] and e["status"] == "done" and e["wall_s"] > 0 for e in entries.values())
 
 
+def test_committed_rows_without_checkpoints_count_as_finished(two_done, sweep_file, tmp_path):
+  # A clone of results/: the small files only. Finished programs are skipped, not retrained;
+  # one whose rows stop before the final evaluation is trained again.
+  done_dir, _ = two_done
+  sweep_dir = str(tmp_path / "clone")
+  shutil.copytree(done_dir, sweep_dir, ignore=shutil.ignore_patterns("checkpoints", "logs"))
+  metrics = os.path.join(sweep_dir, "width-16", "metrics.jsonl")
+  rows = metric_writer.read_rows(metrics)
+  with open(metrics, "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in rows if r["step"] < 200)
+  result = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+  assert "skip    width-8" in result.stdout and "start  width-16" in result.stdout
+  assert not os.path.exists(os.path.join(sweep_dir, "width-8", "checkpoints"))
+  assert metric_writer.read_rows(os.path.join(sweep_dir, "width-16", "metrics.jsonl")) == (
+      metric_writer.read_rows(os.path.join(done_dir, "width-16", "metrics.jsonl")))
+
+
 def test_interrupted_program_resumes_to_the_uninterrupted_metrics(two_done, sweep_file, tmp_path):
   done_dir, _ = two_done
   sweep_dir = str(tmp_path / "interrupted")

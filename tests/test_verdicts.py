@@ -106,6 +106,29 @@ def test_rises_within_the_noise():
   assert verdicts.rises([_seeds(rng, 0.5)]).ok is None  # one point
 
 
+def test_rises_pools_the_seeds_noise_along_the_curve():
+  # Against an independent one-way ANOVA: the residual mean square of an OLS fit of the values
+  # on point indicators (statsmodels-free: numpy lstsq), its N - k dof, the t quantile.
+  groups = [[0.40, 0.46], [0.55, 0.58], [0.70, 0.66], [0.81, 0.85]]
+  y = np.concatenate([np.asarray(g, np.float64) for g in groups])
+  design = np.repeat(np.eye(4), 2, axis=0)
+  coef, res, *_ = np.linalg.lstsq(design, y, rcond=None)
+  mse = float(res[0]) / (y.size - 4)
+  half = stats.t.ppf(0.975, y.size - 4) * math.sqrt(mse * (1 / 2 + 1 / 2))
+  got = verdicts.pooled_differences(groups, [(0, 3), (1, 2)])
+  np.testing.assert_allclose([got[0].estimate, got[0].low, got[0].high],
+                             [coef[3] - coef[0], coef[3] - coef[0] - half,
+                              coef[3] - coef[0] + half], rtol=1e-12)
+  np.testing.assert_allclose(got[1].high - got[1].low, 2 * half, rtol=1e-12)
+  # With 2 seeds a point a clear rise is judged yes (Welch on the end points alone has ~1 dof
+  # and a t quantile of 12.7: it could hardly ever say yes), and a drop beyond noise is a no.
+  assert verdicts.rises(groups).ok is True
+  assert verdicts.difference(groups[3], groups[0]).low < got[0].low
+  dip = [[0.40, 0.42], [0.70, 0.71], [0.55, 0.56], [0.80, 0.82]]
+  j = verdicts.rises(dip)
+  assert j.ok is False and "drops beyond noise at step 2" in j.detail
+
+
 def test_lower_within_and_at_least():
   assert verdicts.lower([0.3, 0.32], [0.9, 0.92]).ok is True
   assert verdicts.lower([0.88, 0.9], [0.9, 0.92]).ok is False

@@ -1,6 +1,6 @@
 """The sweep report's rules for saying yes, one mechanism for every section: comparisons of seed
-means by 95% Welch t-intervals, rises within the seeds' noise, fitted exponents with their
-t-interval, correlations with Fisher-z intervals, and the claims.json records.
+means by 95% Welch t-intervals, rises within the seeds' noise (pooled along the curve), fitted
+exponents with their t-interval, correlations with Fisher-z intervals, and the claims.json records.
 
 A judgement is True (yes), False (no) or None (not judged: too few seeds, runs or points)."""
 
@@ -22,8 +22,9 @@ RULES = {
              f"judged (one seed)",
     "lower": "A is clearly lower than B when the 95% Welch t-interval of mean(B) - mean(A) over "
              "seeds lies above 0",
-    "rises": "rises: no consecutive step drops beyond its noise (the 95% Welch interval of each "
-             "step's difference of seed means reaches 0 or above) and the last point is clearly "
+    "rises": "rises: no consecutive step drops beyond its noise (the 95% t-interval of each "
+             "step's difference of seed means, from the seeds' variance pooled over the curve's "
+             "points as in a one-way ANOVA, reaches 0 or above) and the last point is clearly "
              "above the first (that interval lies above 0); over 2 points this is one comparison",
     "level": "a mean is at least a bar when the lower end of its 95% t-interval over seeds is; "
              "below it when the upper end is",
@@ -116,16 +117,34 @@ def at_least(values, bar: float) -> Judgement:
   return Judgement(ok, f"mean {m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}] vs {bar}")
 
 
+def pooled_differences(groups: list, pairs: list) -> list[Interval]:
+  """95% t-intervals of mean(groups[j]) - mean(groups[i]) for each (i, j), from the within-group
+  variance pooled over all groups (N - k degrees of freedom): the seeds' noise is taken to be
+  the same along one curve, so 2 seeds a point still give a usable interval (Welch on two lone
+  pairs has about 1 degree of freedom)."""
+  xs = [finite(g) for g in groups]
+  dof = sum(x.size for x in xs) - len(xs)
+  ss = sum(float(((x - x.mean()) ** 2).sum()) for x in xs)
+  sd = math.sqrt(ss / dof) if dof > 0 else math.nan
+  out = []
+  for i, j in pairs:
+    d = float(xs[j].mean() - xs[i].mean())
+    half = float(stats.t.ppf(0.5 + LEVEL / 2, dof) * sd *
+                 math.sqrt(1 / xs[i].size + 1 / xs[j].size)) if dof > 0 else math.nan
+    out.append(Interval(d, d - half, d + half))
+  return out
+
+
 def rises(groups: list) -> Judgement:
   """Seed values per point of an increasing axis rise within the noise (RULES['rises'])."""
   if len(groups) < 2:
     return Judgement(None, "one point")
   if any(finite(g).size < MIN_SEEDS for g in groups):
     return ONE_SEED
-  steps = [difference(groups[i + 1], groups[i]) for i in range(len(groups) - 1)]
+  n = len(groups)
+  *steps, overall = pooled_differences(groups, [(i, i + 1) for i in range(n - 1)] + [(0, n - 1)])
   drops = [i for i, s in enumerate(steps) if s.high < 0]
-  overall = steps[0] if len(groups) == 2 else difference(groups[-1], groups[0])
-  head = "2 points: one comparison" if len(groups) == 2 else f"{len(groups)} points"
+  head = "2 points: one comparison" if n == 2 else f"{n} points"
   detail = f"{head}; last - first {overall.text()}"
   if drops:
     detail += f"; drops beyond noise at step {', '.join(str(i + 1) for i in drops)}"

@@ -57,9 +57,17 @@ def host_only() -> None:
 
 
 def finished(program: Program) -> bool:
-  """Training is done: the workdir holds the checkpoint of step train.num_steps."""
+  """Training is done: the workdir holds the checkpoint of step train.num_steps, or, in a workdir
+  of committed rows without any checkpoint (results/ keeps no checkpoints), metrics.jsonl has
+  the final evaluation of every run. (spec.load already refused a workdir whose config.json is
+  not the program's.)"""
   steps = checkpointing.available_steps(os.path.join(program.workdir, loop.CHECKPOINT_DIR))
-  return program.num_steps in steps
+  if steps:
+    return program.num_steps in steps
+  rows = metric_writer.read_rows(os.path.join(program.workdir, loop.METRICS_FILE))
+  evaluated = {r.get("run") for r in rows if r.get("step") == program.num_steps
+               and any(k.startswith("ood/") for k in r)}
+  return bool(evaluated) and evaluated == {r.get("run") for r in rows}
 
 
 def _has_step(path: str, step: int) -> bool:
