@@ -14,6 +14,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import (
   aggregate,
   sections_data,
+  sections_layers,
   sections_model,
   sections_students,
   sweep_report,
@@ -249,20 +250,20 @@ def _layer_rows(fail_profiles, succeed_profiles) -> list[dict]:
 def test_layers_failing_runs_lose_the_constituents(tmp_path):
   fail = [(0.9, 0.6, 0.4), (0.88, 0.62, 0.38), (0.91, 0.58, 0.42)]
   succeed = [(0.95, 0.94, 0.93), (0.96, 0.95, 0.95)]
-  text, (claim,) = sections_model.layers(_layer_rows(fail, succeed), R2, str(tmp_path))
+  text, (claim,) = sections_layers.layers(_layer_rows(fail, succeed), R2, str(tmp_path))
   assert claim["verdict"] == "shown" and (tmp_path / claim["figure"]).exists()
-  assert sections_model.hidden_layers(_layer_rows(fail, succeed)) == [
+  assert sections_layers.hidden_layers(_layer_rows(fail, succeed)) == [
       "dense_0", "dense_1", "dense_2"]
   assert "| 3 | failing | 3 |" in text and "dense_2: 0.400 ± 0.020" in text
   flat = [(0.6, 0.61, 0.6), (0.58, 0.6, 0.59), (0.61, 0.6, 0.62)]
-  _, (claim,) = sections_model.layers(_layer_rows(flat, succeed), R2, str(tmp_path))
+  _, (claim,) = sections_layers.layers(_layer_rows(flat, succeed), R2, str(tmp_path))
   assert claim["verdict"] == "partial"  # lower than succeeding runs, but no loss with depth
   for few in (_layer_rows(fail[:1], succeed), _layer_rows(fail, succeed[:1])):
-    _, (claim,) = sections_model.layers(few, R2, str(tmp_path))
+    _, (claim,) = sections_layers.layers(few, R2, str(tmp_path))
     assert claim["verdict"] == "not judged"
   unprobed = [{k: v for k, v in r.items() if not k.startswith("z/")}
               for r in _layer_rows(fail, succeed)]
-  text, (claim,) = sections_model.layers(unprobed, R2, str(tmp_path))
+  text, (claim,) = sections_layers.layers(unprobed, R2, str(tmp_path))
   assert text == "" and claim["verdict"] == "not judged" and claim["figure"] is None
 
 

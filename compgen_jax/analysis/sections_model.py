@@ -5,7 +5,6 @@ its markdown and its claims (verdicts.claim records)."""
 
 import math
 import os
-import re
 
 import numpy as np
 
@@ -247,7 +246,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                                         if partial is not None else "")
     claims.append(verdicts.claim(f"task decodability correlates strongly with {metric.label} "
                                  f"across runs", "strong correlation", ours,
-                                 _seeds(rows, metric), verdicts.overall(oks), fname,
+                                 seeds(rows, metric), verdicts.overall(oks), fname,
                                  f"per encoding: {verdicts.count(per_enc)}" if per_enc else ""))
     c = verdicts.correlation(x, y)
     path = plots.scatter_png(
@@ -260,95 +259,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   return "\n".join(parts), claims
 
 
-def _seeds(rows: list[dict], metric: Metric) -> int:
+def seeds(rows: list[dict], metric: Metric) -> int:
   """The fewest seeds behind any setting (program and n_train)."""
   groups = aggregate.group(rows, ("program", "n_train"), metric.key)
   return min((g.n for g in groups), default=0)
-
-
-def hidden_layers(rows: list[dict]) -> list[str]:
-  """The student's hidden layers with z probes, in order (dense_0, dense_1, ...): neither the
-  encoding (input), the best-layer summary nor the readout."""
-  names = []
-  for r in rows:
-    for k in r:
-      m = re.fullmatch(r"z/(.+)/ood_r2", k)
-      if m and m.group(1) not in ("input", "best", "readout") and m.group(1) not in names:
-        names.append(m.group(1))
-  return sorted(names, key=lambda n: (int(n.rsplit("_", 1)[1]) if re.search(r"_\d+$", n)
-                                      else -1, n))
-
-
-def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
-  """OOD probe R^2 of z per hidden layer, identity-encoded runs split into succeeding and
-  failing, with the paper's 'failing runs lose the constituents in deeper layers' judged."""
-  metric = metrics[0]
-  # Identity-encoded runs with both metrics (else neither succeeding nor failing) and probes.
-  rows = [r for r in rows if r.get("encoding.name", "identity") == "identity"
-          and math.isfinite(load.number(r.get(metric.key)) + load.number(r.get(metric.id_key)))
-          and hidden_layers([r])]
-  claim_text = ("identity-encoded runs that fail lose the constituents in deeper layers")
-  if not rows:
-    return "", [verdicts.claim(claim_text, "lost in deeper layers", "-", 0, verdicts.NOT_JUDGED,
-                               None, "no per-layer probes of identity-encoded runs")]
-  ratio = sections_data.TARGET_OF_ID
-  succeeds = {id(r): load.number(r.get(metric.key)) >= ratio * load.number(r.get(metric.id_key))
-              for r in rows}
-  groups = {"succeeding": [r for r in rows if succeeds[id(r)]],
-            "failing": [r for r in rows if not succeeds[id(r)]]}
-  first_last = {g: [(load.number(r.get(f"z/{hl[0]}/ood_r2")),
-                     load.number(r.get(f"z/{hl[-1]}/ood_r2")))
-                    for r in rs for hl in [hidden_layers([r])] if len(hl) > 1]
-                for g, rs in groups.items()}
-  fail, succ = first_last["failing"], first_last["succeeding"]
-  few = "fewer than 2 runs with >= 2 hidden layers in a group"
-  drop = verdicts.mean_interval([last - first for first, last in fail])
-  loses = (verdicts.Judgement(None, few) if drop is None
-           else verdicts.Judgement(bool(drop.high < 0), f"last - first {drop.text()}, "
-                                   f"{len(fail)} runs"))
-  lower = (verdicts.Judgement(None, few) if len(fail) < 2 or len(succ) < 2
-           else verdicts.lower([f[1] for f in fail], [s[1] for s in succ]))
-  # Both groups are needed (the claim contrasts them): with fewer than 2 runs in one, not judged.
-  word = (verdicts.overall([loses.ok, lower.ok]) if len(fail) >= 2 and len(succ) >= 2
-          else verdicts.NOT_JUDGED)
-  fname = "layers_z_ood_r2.png"
-  panels, body = [], []
-  for depth in sorted({r.get("student.depth") for r in rows}, key=lambda d: d or 0):
-    series = []
-    for g, rs in groups.items():
-      rs = [r for r in rs if r.get("student.depth") == depth]
-      if not rs:
-        continue
-      names = hidden_layers(rs)
-      stats = [aggregate.summarize(aggregate.values(rs, f"z/{n}/ood_r2")) for n in names]
-      series.append(figures.Series(f"{g} ({len(rs)} runs)", names, [s[0] for s in stats],
-                                   [s[1] for s in stats], len(rs)))
-      body.append([depth, g, len(rs), *md.cells(rs, metric),
-                   "; ".join(f"{n}: {md.mean_sd(*s[:2])}" for n, s in zip(names, stats,
-                                                                        strict=True))])
-    panels.append((f"depth {depth}", series))
-  figures.layers_png(panels, os.path.join(out_dir, fname), "OOD probe R^2 of z",
-                     "mean ± s.d. over runs (error bars with >= 2 runs)")
-  counts = f"{len(groups['failing'])} failing, {len(groups['succeeding'])} succeeding runs"
-  parts = [md.claim("identity-encoded networks that fail lose the task constituents in their "
-                    "deeper layers."),
-           md.rules(f"a run succeeds when its {metric.label} >= {ratio} x its ID (the scaling "
-                    f"law's target), else it fails", "decodability of z per layer is the OOD "
-                    "probe R^2 of each hidden layer; the first and last hidden layers are "
-                    "compared per run (95% t-interval of the mean difference over failing runs)",
-                    verdicts.RULES["lower"] + " (over runs, at the last hidden layer)",
-                    "a group needs >= 2 runs"), "",
-           md.judged("failing runs: decodability at the last hidden layer lower than at the "
-                     "first", loses),
-           md.judged("at the last hidden layer, failing runs lower than succeeding runs", lower),
-           md.verdict("failing runs lose the constituents in deeper layers", word, counts), "",
-           md.table(["depth", "group", "runs", *md.cell_header(metric),
-                     "OOD probe R^2 of z per hidden layer (mean ± s.d. over runs)"], body),
-           md.figure(fname, "per-layer decodability", f"mean ± s.d. over runs ({counts}); "
-                     f"error bars only with >= 2 runs.")]
-  claim = verdicts.claim(claim_text, "lost in deeper layers",
-                         f"failing runs, last vs first hidden layer: {md.word(loses.ok)} "
-                         f"({loses.detail}); last layer, failing vs succeeding: "
-                         f"{md.word(lower.ok)} ({lower.detail})", _seeds(rows, metric), word,
-                         fname, counts)
-  return "\n".join(parts), [claim]

@@ -14,7 +14,14 @@ import os
 import shlex
 from typing import NamedTuple
 
-from compgen_jax.analysis import load, paper, sections_data, sections_model, sections_students
+from compgen_jax.analysis import (
+  load,
+  paper,
+  sections_data,
+  sections_layers,
+  sections_model,
+  sections_students,
+)
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import sections_support as support
 from compgen_jax.analysis.aggregate import Metric
@@ -42,7 +49,7 @@ DECODABILITY = ("Decodability vs compositional generalization", sections_model.d
 MODEL = ("Model size", sections_model.model_size)
 SUPPORT = ("Task support", support.task_support)
 LAYERS = ("Per-layer decodability of failing and succeeding identity-encoded runs",
-          sections_model.layers)
+          sections_layers.layers)
 EXPERIMENTS = {
     "data_scaling": Experiment("Data scaling (hyperteacher)", (DATA, DECODABILITY, LAYERS)),
     "preference_data_scaling": Experiment("Data scaling (preference grid world)",
