@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from compgen_jax import metric_writer
-from compgen_jax.analysis import verdicts
+from compgen_jax.analysis import aggregate, verdicts
 from compgen_jax.analysis.markdown import table
 from compgen_jax.theory import plots
 
@@ -67,12 +67,9 @@ def pooled_slope(rows: list[dict]) -> verdicts.Interval | None:
   """One line through every teacher's points, each error divided by its teacher's N-free bound
   constant ||Omega|| I R^2 / 2 (= bound * N^2) to remove the teacher's level; t-interval, n - 2."""
   err = _kind(rows, "error")
-  x = np.log([r["resolution"] for r in err])
-  y = np.log([r["sup_error"] / (r["bound"] * r["resolution"] ** 2) for r in err])
-  if len(x) < 3:
-    return None
-  (slope, _), cov = np.polyfit(x, y, 1, cov=True)
-  return verdicts.exponent_interval(float(slope), float(math.sqrt(cov[0, 0])), len(x))
+  fit = aggregate.fit_power_law([r["resolution"] for r in err],
+                                [r["sup_error"] / (r["bound"] * r["resolution"] ** 2) for r in err])
+  return verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n)
 
 
 def rate_verdict(rows: list[dict]) -> tuple[str, verdicts.Interval | None, bool]:
