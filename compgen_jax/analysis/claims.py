@@ -126,7 +126,7 @@ def render(results_dir: str) -> tuple[str, str]:
   if os.path.exists(os.path.join(results_dir, README_FILE)):
     with open(os.path.join(results_dir, README_FILE)) as f:
       readme = f.read()
-  return (json.dumps(claims, sort_keys=True, indent=1, ensure_ascii=False) + "\n",
+  return (verdicts.claims_json(claims),
           with_table(readme, table(claims)))
 
 

@@ -9,7 +9,6 @@ programs' small files): workdirs are found relative to it, and paths are printed
 launch, relative to the repository the sweep ran from.
 """
 
-import json
 import os
 import shlex
 from typing import NamedTuple
@@ -21,6 +20,7 @@ from compgen_jax.analysis import (
   sections_layers,
   sections_model,
   sections_students,
+  verdicts,
 )
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import sections_support as support
@@ -197,7 +197,7 @@ def write_claims(out_dir: str, claims: list[dict]) -> str:
   os.makedirs(out_dir, exist_ok=True)
   path = os.path.join(out_dir, CLAIMS_FILE)
   with open(path + ".tmp", "w") as f:
-    f.write(json.dumps(claims, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
+    f.write(verdicts.claims_json(claims))
   os.replace(path + ".tmp", path)
   return path
 

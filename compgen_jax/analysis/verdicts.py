@@ -4,6 +4,7 @@ exponents with their t-interval, correlations with Fisher-z intervals, and the c
 
 A judgement is True (yes), False (no) or None (not judged: too few seeds, runs or points)."""
 
+import json
 import math
 from typing import NamedTuple
 
@@ -242,3 +243,8 @@ def claim(claim_text: str, paper: str, ours: str, seeds: int, verdict: str,
   assert verdict in (SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED), verdict
   return {"experiment": "", "claim": claim_text, "paper": paper, "ours": ours,
           "seeds": int(seeds), "verdict": verdict, "figure": figure, "note": note}
+
+
+def claims_json(records: list[dict]) -> str:
+  """claims.json's text, a sweep's or the gathered table's: sorted keys, byte-stable."""
+  return json.dumps(records, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
