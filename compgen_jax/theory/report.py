@@ -251,8 +251,7 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   plots.error_vs_resolution(rows, os.path.join(out_dir, ERROR_PNG))
   plots.neurons_vs_modules(rows, os.path.join(out_dir, COUNT_PNG))
   with open(os.path.join(out_dir, CLAIMS_FILE), "w") as f:
-    json.dump(claims(rows), f, indent=1)
-    f.write("\n")
+    f.write(verdicts.claims_json(claims(rows)))
   path = os.path.join(out_dir, REPORT_FILE)
   with open(path, "w") as f:
     f.write(render(cfg, rows, notes))
