@@ -13,6 +13,7 @@ from scipy import stats
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import (
+  aggregate,
   sections_data,
   sections_layers,
   sections_model,
@@ -234,9 +235,40 @@ def test_transformer_vs_mlp(tmp_path, seeds, gap, verdict):
            "n_train": n, "seed": s, "id/r2": 1.0,
            "ood/r2": 0.1 * np.log(n) + (gap if p == "tf" else 0.0) + rng.normal(0, 0.01)}
           for p, wd in workdirs.items() for n in (4, 8, 16) for s in range(seeds)]
-  text, (claim,) = sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
+  text, (claim, needed) = sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
   assert claim["verdict"] == verdict, claim
   assert "parameter counts matched" in text and "ID R^2 | OOD R^2 | ID - OOD" in text
+  # OOD <= 0.48 < 0.9 x ID everywhere: neither reaches the target, nothing to order
+  assert needed["verdict"] == "not judged" and "not reached" in needed["ours"]
+
+
+def test_fewer_tasks_needed():
+  def c(*xs, bound=False):
+    return [aggregate.Crossing(x, bound) for x in xs]
+  nan = math.nan
+  assert sections_data.fewer_needed(c(10, 11, 12), c(40, 44, 38)).ok is True
+  assert sections_data.fewer_needed(c(40, 44, 38), c(10, 11, 12)).ok is False
+  assert sections_data.fewer_needed(c(10, 40), c(12, 38)).ok is False  # noise only
+  assert sections_data.fewer_needed(c(10, 11), c(nan, nan)).ok is True  # b never reaches it
+  assert sections_data.fewer_needed(c(nan, nan), c(10, 11)).ok is False
+  assert sections_data.fewer_needed(c(nan, nan), c(nan, nan)).ok is None
+  assert sections_data.fewer_needed(c(10, nan), c(nan, nan)).ok is None  # a mix
+  assert sections_data.fewer_needed(c(10, 11), c(20, 20, bound=True)).ok is None
+  assert sections_data.fewer_needed(c(10), c(40)).ok is None  # one seed
+
+
+def test_transformer_vs_mlp_tasks_needed(tmp_path):
+  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), **{"student.name": "transformer"}),
+              "mlp": _student_workdir(str(tmp_path / "mlp"), **{"student.width": 124})}
+  rng = np.random.default_rng(11)
+  # OOD / ID crosses 0.9 near 11 tasks for the transformer and near 22 for the MLP
+  rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",
+           "n_train": n, "seed": s, "id/r2": 1.0,
+           "ood/r2": min(0.9 + 0.2 * math.log(n / (11 if p == "tf" else 22)), 0.98)
+           + rng.normal(0, 0.01)}
+          for p, wd in workdirs.items() for n in (4, 8, 16, 32, 64) for s in range(3)]
+  _, (_, needed) = sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
+  assert needed["verdict"] == "shown", needed
 
 
 def test_data_scaling_keeps_widths_apart(tmp_path):

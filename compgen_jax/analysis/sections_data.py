@@ -152,11 +152,34 @@ def tasks_needed(rows: list[dict], by: tuple[str, ...]) -> dict:
 
 
 def per_seed_needed(rows: list[dict], by: tuple[str, ...]) -> dict:
-  """{setting: [tasks needed of each seed's own curve]} (NaN: that seed never reaches it)."""
+  """{setting: [Crossing of each seed's own OOD / ID curve]} (rows from with_ratio; x NaN: that
+  seed never reaches TARGET_OF_ID)."""
   out: dict = {}
   for key, c in tasks_needed(rows, (*by, "seed")).items():
-    out.setdefault(key[:-1], []).append(c.x)
+    out.setdefault(key[:-1], []).append(c)
   return out
+
+
+def fewer_needed(a: list[aggregate.Crossing], b: list[aggregate.Crossing]
+                 ) -> verdicts.Judgement:
+  """Setting a needs clearly fewer training tasks than b (per-seed crossings). Both reached at
+  every seed: log tasks needed compared as `verdicts.lower`. A seed that never reaches the
+  target needs more than the most tasks sampled, so a reaching at every seed and b at none is
+  a yes, the reverse a no; a mix, or b already above at its fewest tasks (only an upper
+  bound), cannot be ordered: not judged."""
+  if min(len(a), len(b)) < verdicts.MIN_SEEDS:
+    return verdicts.ONE_SEED
+  reached_a, reached_b = ([math.isfinite(c.x) for c in s] for s in (a, b))
+  if any(c.bound for c in b if math.isfinite(c.x)):
+    return verdicts.Judgement(None, "the second reaches it at its fewest tasks (upper bound)")
+  if all(reached_a) and all(reached_b):
+    return verdicts.lower([math.log(c.x) for c in a], [math.log(c.x) for c in b])
+  if all(reached_a) and not any(reached_b):
+    return verdicts.Judgement(True, f"reached by {len(a)} of {len(a)} seeds vs 0 of {len(b)}")
+  if not any(reached_a) and all(reached_b):
+    return verdicts.Judgement(False, f"reached by 0 of {len(a)} seeds vs {len(b)} of {len(b)}")
+  return verdicts.Judgement(None, f"reached by {sum(reached_a)} of {len(a)} seeds vs "
+                                  f"{sum(reached_b)} of {len(b)}")
 
 
 def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
@@ -232,8 +255,8 @@ def _student_comparison(rows: list[dict], by: tuple[str, ...]) -> list[str]:
   shared = [(M, K) for (s, M, K) in needed if s == "transformer" and ("mlp", M, K) in needed]
   if not shared:
     return []
-  oks = [verdicts.lower([math.log(v) for v in needed[("transformer", M, K)]],
-                        [math.log(v) for v in needed[("mlp", M, K)]]).ok for M, K in shared]
+  oks = [fewer_needed(needed[("transformer", M, K)], needed[("mlp", M, K)]).ok
+         for M, K in shared]
   return [md.verdict("the transformer needs clearly fewer training tasks than the MLP (log "
                      "tasks needed per seed)", verdicts.overall(oks),
                      f"{verdicts.count(oks)} of the shared (M, K)")]
