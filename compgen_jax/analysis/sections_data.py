@@ -170,7 +170,7 @@ def fewer_needed(a: list[aggregate.Crossing], b: list[aggregate.Crossing]
   if min(len(a), len(b)) < verdicts.MIN_SEEDS:
     return verdicts.ONE_SEED
   reached_a, reached_b = ([math.isfinite(c.x) for c in s] for s in (a, b))
-  if any(c.bound for c in b if math.isfinite(c.x)):
+  if any(c.bound for c in b):
     return verdicts.Judgement(None, "the second reaches it at its fewest tasks (upper bound)")
   if all(reached_a) and all(reached_b):
     return verdicts.lower([math.log(c.x) for c in a], [math.log(c.x) for c in b])
@@ -225,8 +225,7 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     fits[student] = fit
     judgement = verdicts.below(verdicts.exponent_interval(fit.exponent, fit.exponent_se,
                                                           fit.n), 1.0)
-    word = {True: verdicts.SHOWN, False: verdicts.NOT_SHOWN, None: verdicts.NOT_JUDGED}[
-        judgement.ok]
+    word = verdicts.word(judgement.ok)
     law = (f"tasks needed = {fit.prefactor:.3g} T^{fit.exponent:.3f}, exponent (95% interval) "
            f"{judgement.detail}, {fit.n} points ({n_seeds(seeds)})"
            if math.isfinite(fit.exponent) else f"no fit ({fit.n} points)")

@@ -21,10 +21,6 @@ SIZES = (("n_train", math.log, "log n_train"), ("student.width", math.log2, "log
          ("student.depth", float, "depth"))
 
 
-def _word(ok: bool | None) -> str:
-  return {True: verdicts.SHOWN, False: verdicts.NOT_SHOWN, None: verdicts.NOT_JUDGED}[ok]
-
-
 def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """OOD performance against width (one panel per encoding, a line per depth)."""
   keys = ("encoding.name", "student.depth", "student.width")

@@ -84,8 +84,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
     per_seed = sections_data.per_seed_needed(ratio_rows, ("program",))
     for tf, mlp, _ in pairs:
       judgement = sections_data.fewer_needed(per_seed[(tf,)], per_seed[(mlp,)])
-      word = {True: verdicts.SHOWN, False: verdicts.NOT_SHOWN, None: verdicts.NOT_JUDGED}[
-          judgement.ok]
+      word = verdicts.word(judgement.ok)
       seeds = min(len(per_seed[(tf,)]), len(per_seed[(mlp,)]))
       ours = (f"tasks needed per seed: transformer "
               f"{', '.join(_needed_text(c) for c in per_seed[(tf,)])}; MLP "

@@ -205,6 +205,11 @@ def strong(c: Correlation, bar: float = CORRELATION_BAR) -> Judgement:
   return Judgement(bool(c.low >= bar), f"r = {c.r:.3f} [{c.low:.3f}, {c.high:.3f}], {c.n} runs")
 
 
+def word(ok: bool | None) -> str:
+  """A claim's verdict from one judgement: shown, not shown or not judged."""
+  return {True: SHOWN, False: NOT_SHOWN, None: NOT_JUDGED}[ok]
+
+
 def overall(oks: list) -> str:
   """A claim's verdict from its judgements (True / False / None each)."""
   judged = [ok for ok in oks if ok is not None]

@@ -1,5 +1,5 @@
-"""Helpers for sweep config files: products of program axes, and the held-out fractions a
-support can use at a given (M, K).
+"""Helpers for sweep config files: products of program axes, the held-out fractions a support
+can use at a given (M, K), and the `cpu` presets' shared training recipe.
 
 A held-out fraction that leaves too few training tasks is rejected by validation, and since
 `sweep.frac_ood` is vmapped inside a program, one bad value would reject the whole program: the
@@ -12,6 +12,17 @@ import itertools
 
 from compgen_jax.tasks import supports
 from compgen_jax.types import ConfigError
+
+
+def cpu_fitting_recipe() -> dict:
+  """The optim, train and evals overrides the `cpu` presets share (on their quick base: AdamW,
+  warmup + cosine): 8000 steps at lr 1e-2, the pilot's recipe under which a student fits its
+  training tasks on 2 cores (results/cpu/README.md), evaluated and checkpointed every 2000
+  steps. A fresh dict each call."""
+  return {"optim": {"learning_rate": 1e-2},
+          "train": {"num_steps": 8000, "chunk_size": 500, "log_every": 500,
+                    "checkpoint_every": 2000},
+          "evals": {"id": {"every": 2000}, "ood": {"every": 2000}}}
 
 
 def product(axes: dict) -> tuple[dict, ...]:

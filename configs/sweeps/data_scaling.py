@@ -46,10 +46,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 2, "student": {"width": 128, "depth": 4},
-                     "optim": {"learning_rate": 1e-2},
-                     "train": {"num_steps": 8000, "chunk_size": 500, "log_every": 500,
-                               "checkpoint_every": 2000},
-                     "evals": {"id": {"every": 2000}, "ood": {"every": 2000}}}
+                     **grid.cpu_fitting_recipe()}
     few, more = (0.25, 0.5, 0.75), (0.25, 0.5, 0.75, 0.9)
     cfg.programs = (grid.scaling_programs("random", (8,), (2, 3), few)
                     + grid.scaling_programs("random", (16,), (2,), few)

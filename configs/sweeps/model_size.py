@@ -45,10 +45,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
                              "student.width": (128, 256, 512, 1024, 2048)})
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
-    cfg.overrides = {"num_seeds": 2, "task": task, "optim": {"learning_rate": 1e-2},
-                     "train": {"num_steps": 8000, "chunk_size": 500, "log_every": 500,
-                               "checkpoint_every": 2000},
-                     "evals": {"id": {"every": 2000}, "ood": {"every": 2000}}}
+    cfg.overrides = {"num_seeds": 2, "task": task, **grid.cpu_fitting_recipe()}
     # Widths at depth 4 (three sizes: the trend), depth 2 at the widest (the depth comparison).
     programs = tuple({"encoding.name": e, "student.depth": d, "student.width": w,
                       **({"num_seeds": 3} if (d, w) == (4, 128) else {})}

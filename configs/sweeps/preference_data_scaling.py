@@ -46,10 +46,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   elif preset == "cpu":
     cfg.base = "configs/preference.py:quick"
     cfg.overrides = {"num_seeds": 2, "task": {"support": "random", "num_features": 8},
-                     "optim": {"learning_rate": 1e-2},
-                     "train": {"num_steps": 8000, "chunk_size": 500, "log_every": 500,
-                               "checkpoint_every": 2000},
-                     "evals": {"id": {"every": 2000}, "ood": {"every": 2000}}}
+                     **grid.cpu_fitting_recipe()}
     cfg.programs = tuple(
         program for width in (64, 128, 256)
         for program in grid.scaling_programs("random", (8,), (3,), (0.25, 0.5, 0.75, 0.9),

@@ -45,10 +45,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 2, "task": task, "student": {"width": 128, "depth": 4},
-                     "optim": {"learning_rate": 1e-2},
-                     "train": {"num_steps": 8000, "chunk_size": 500, "log_every": 500,
-                               "checkpoint_every": 2000},
-                     "evals": {"id": {"every": 2000}, "ood": {"every": 2000}}}
+                     **grid.cpu_fitting_recipe()}
     cfg.programs = grid.support_programs(16, 3, FRACS[:2])
   elif preset == "tiny":
     cfg.base = "configs/hyperteacher.py:tiny"
