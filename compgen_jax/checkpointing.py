@@ -8,6 +8,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from compgen_jax import files
 from compgen_jax.types import CheckpointError, PyTree
 
 # In each step directory: every file orbax wrote there and its size. A restore checks them first:
@@ -28,9 +29,8 @@ def save(mngr: ocp.CheckpointManager, step: int, state: PyTree) -> None:
   mngr.wait_until_finished()
   if jax.process_index() == 0:
     step_dir = os.path.join(str(mngr.directory), str(int(step)))
-    with open(os.path.join(step_dir, FILES + ".tmp"), "w") as f:
-      json.dump(_file_sizes(step_dir), f, indent=0, sort_keys=True)
-    os.replace(os.path.join(step_dir, FILES + ".tmp"), os.path.join(step_dir, FILES))
+    files.write_json(os.path.join(step_dir, FILES), _file_sizes(step_dir), indent=0,
+                     sort_keys=True)
 
 
 def _file_sizes(step_dir: str) -> dict[str, int]:

@@ -17,6 +17,7 @@ import tqdm
 from tensorboardX.proto import event_pb2, summary_pb2
 from tensorboardX.record_writer import masked_crc32c
 
+from compgen_jax import files
 from compgen_jax.run_state import HPARAMS
 from compgen_jax.types import ConfigError, DataError
 
@@ -95,12 +96,7 @@ def truncate_after(path: str, step: int) -> None:
   torn last line; step 0 empties the file (a restart before the first checkpoint)."""
   if not os.path.exists(path):
     return
-  rows = [r for r in read_rows(path) if r.get("step", -1) <= step]
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    for row in rows:
-      f.write(json.dumps(row) + "\n")
-  os.replace(tmp, path)
+  files.write_jsonl(path, [r for r in read_rows(path) if r.get("step", -1) <= step])
 
 
 def replace_step_rows(path: str, step: int, rows: list[dict]) -> None:
@@ -108,12 +104,7 @@ def replace_step_rows(path: str, step: int, rows: list[dict]) -> None:
   checkpoint), keeping every other row; written to a temporary file and renamed, so a kill
   leaves the old file or the new one, never neither."""
   kept = [r for r in read_rows(path) if r.get("step") != step]
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    f.write("".join(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n"
-                    for row in kept + list(rows)))
-  os.replace(tmp, path)
+  files.write_jsonl(path, [{k: _plain(v) for k, v in row.items()} for row in kept + list(rows)])
 
 
 # How a window of per-step training metrics becomes one row (default: the mean).

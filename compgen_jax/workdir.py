@@ -11,6 +11,7 @@ import time
 
 import ml_collections
 
+from compgen_jax import files
 from compgen_jax.types import ConfigError
 
 CONFIG_FILE = "config.json"
@@ -57,9 +58,7 @@ def prepare(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
     os.makedirs(workdir, exist_ok=True)
     _lock_if_pending(workdir)  # before anything else is written
     open(os.path.join(workdir, LOCK_FILE), "a").close()  # part of every workdir (see lock)
-    with open(path + ".tmp", "w") as f:
-      json.dump(config_dict(cfg), f, indent=2, sort_keys=True)
-    os.replace(path + ".tmp", path)
+    files.write_json(path, config_dict(cfg), indent=2, sort_keys=True)
   except OSError as e:
     raise ConfigError("workdir", f"cannot write {path!r}: {e.strerror or e}") from e
   return False

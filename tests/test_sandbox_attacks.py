@@ -1,98 +1,40 @@
-"""Hostile completions through the real HumanEval+ scorer (evalplus.HUMANEVAL_PLUS.score): each
-is scored as a failure and contained, and the machine is left as it was (issue 20).
+"""Hostile completions through the real HumanEval+ scorer (evalplus.HUMANEVAL_PLUS.score) that go
+after files and secrets: each is scored as a failure and contained, and the machine is left as
+it was (issue 20); the processes, signals and network attacks are in
+test_sandbox_attacks_processes.py.
 
 Where a control is harmless (it only reads, or writes into the test's own directory), the same
-attack is also run unisolated, where it must succeed: that shows the attack is a real one. The
-process attacks are bounded (a few sleeps, 200 fork attempts against RLIMIT_NPROC)."""
+attack is also run unisolated, where it must succeed: that shows the attack is a real one."""
 
 import json
 import os
-import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
-from compgen_jax.llm_eval import evalplus, sandbox, sandbox_job
+from compgen_jax.llm_eval import evalplus, sandbox
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO
-from tests.test_sandbox import processes_with
-
-isolation = sandbox.isolation_problem()
-needs_isolation = pytest.mark.skipif(
-    isolation is not None, reason=f"no sandbox isolation here: {isolation}")
-PROMPT = ('from typing import List\n\n\ndef has_close_elements(numbers: List[float], threshold: '
-          'float) -> bool:\n    """Whether any two numbers are closer than threshold."""\n')
-CANONICAL = ("    return any(abs(a - b) < threshold for i, a in enumerate(numbers)\n"
-             "               for b in numbers[i + 1:])\n")
-BASE = [[[1.0, 2.0, 3.0], 0.5], [[1.0, 2.8, 3.0], 0.3]]  # False, True
-PLUS = [[[1.0, 2.0, 3.9, 4.0], 0.2], [[5.0], 1.0]]  # True, False
-WRONG = "    return 0\n"
+from tests.sandbox_bench import (
+  CANONICAL,
+  WRONG,
+  body,
+  failed,
+  isolation,
+  make_bench,
+  needs_isolation,
+  score,
+  score_elsewhere,
+  unisolated,
+)
 
 
 @pytest.fixture
 def bench(tmp_path):
-  """(dataset path, settings) of a one-problem HumanEval+ file shaped like HumanEval/0."""
-  path = tmp_path / "HumanEvalPlus.jsonl"
-  path.write_text(json.dumps(dict(task_id="HumanEval/0", prompt=PROMPT, entry_point=
-                                  "has_close_elements", canonical_solution=CANONICAL,
-                                  base_input=BASE, plus_input=PLUS)) + "\n")
-  settings = evalplus.default_settings()
-  settings.update(path=str(path), timeout_s=5.0, memory_mb=512)
-  return str(path), settings
-
-
-def score(settings, *bodies):
-  """The scorer's rows for completions of the problem (function bodies)."""
-  problems = evalplus.HUMANEVAL_PLUS.load(settings)
-  return evalplus.HUMANEVAL_PLUS.score(problems * len(bodies), list(bodies), settings)
-
-
-def failed(row) -> bool:
-  return row["status"] != "pass" and not row["correct"] and not row["plus"]
-
-
-def unisolated(monkeypatch, settings):
-  """The settings, forced through the unisolated fallback (for the harmless controls)."""
-  monkeypatch.setattr(sandbox, "isolation_problem", lambda: "forced off for a control")
-  settings.allow_unisolated = True
-  return settings
-
-
-def body(code: str) -> str:
-  return "".join(f"    {line}\n" for line in code.strip("\n").splitlines())
-
-
-# Scores one completion in a fresh process (its own environment, its own peak memory), isolated
-# and, for a control, unisolated; argv: settings JSON, the completion, the modes.
-SCRIPT = """
-import json, resource, sys
-from compgen_jax.llm_eval import evalplus, sandbox
-from tests.test_sandbox_attacks import score
-settings = evalplus.default_settings()
-settings.update(json.loads(sys.argv[1]))
-for mode in sys.argv[3].split(","):
-  if mode == "unisolated":
-    sandbox.isolation_problem = lambda: "forced off for a control"
-    settings.allow_unisolated = True
-  before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-  [row] = score(settings, sys.argv[2])
-  grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-  print(json.dumps(dict(row=row, grown_mb=grown_mb)))
-"""
-
-
-def score_elsewhere(settings, completion: str, modes=("isolated",), **env) -> list[dict]:
-  proc = subprocess.run(
-      [sys.executable, "-c", SCRIPT, json.dumps(settings.to_dict()), completion, ",".join(modes)],
-      capture_output=True, text=True, timeout=120, cwd=REPO,
-      env=dict(os.environ, PYTHONPATH=REPO, **env))
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  return [json.loads(line) for line in proc.stdout.splitlines()]
+  """(dataset path, settings) of the one-problem HumanEval+ file (sandbox_bench.make_bench)."""
+  return make_bench(tmp_path)
 
 
 def test_the_canonical_solution_passes_and_a_wrong_one_fails(bench):
@@ -234,28 +176,6 @@ raise ValueError(' '.join(got))
 
 
 @needs_isolation
-def test_what_a_job_starts_dies_with_it(bench):
-  # Detached children (fork, setsid, exec sleep with a marker) after a return and after a
-  # timeout: none is alive when the scorer returns.
-  _, settings = bench
-  marker = f"{time.time() % 1000:.6f}"
-  attack = body(f"""
-import os, posix, time
-for _ in range(5):
-    if posix.fork() == 0:
-        posix.setsid()
-        if posix.fork() == 0:
-            os.execv('/bin/sleep', ['sleep', '{marker}'])
-        posix._exit(0)
-time.sleep(0.3)
-""")
-  settings.timeout_s = 1.5
-  returned, hung = score(settings, attack + "    return 0\n", attack + "    time.sleep(60)\n")
-  assert failed(returned) and hung["status"] == "timeout"
-  assert processes_with(f"sleep\0{marker}") == []
-
-
-@needs_isolation
 def test_cannot_read_the_scorer_environment(bench):
   # Planted in the scorer's own environment, as a token or a key would be.
   _, settings = bench
@@ -274,130 +194,6 @@ raise ValueError('found ' + ' '.join(found))
       settings, attack, ("isolated", "unisolated"), COMPGEN_PLANTED=secret))
   assert failed(row) and "found" in row["message"] and secret not in json.dumps(row)
   assert secret in control["message"]  # the scorer's /proc/<pid>/environ, unisolated
-
-
-@needs_isolation
-def test_a_result_flood_costs_the_scorer_nothing(bench):
-  # 100 MB per input on every descriptor the results could travel on.
-  _, settings = bench
-  attack = body("""
-import os
-for fd in range(3, 10):
-    try:
-        for _ in range(100):
-            os.write(fd, b'x' * (1 << 20))
-    except OSError:
-        pass
-return False
-""")
-  settings.output_mb = 4
-  [report] = score_elsewhere(settings, attack)
-  assert failed(report["row"]) and "more than 4 MiB" in report["row"]["message"]
-  assert report["grown_mb"] < 64  # the flood: 400 MB for the first input alone
-
-
-@needs_isolation
-def test_forks_are_bounded(bench):
-  _, settings = bench
-  marker = f"{time.time() % 1000:.6f}"
-  attack = body(f"""
-import os, posix
-n = 0
-for _ in range(200):
-    try:
-        if posix.fork() == 0:
-            os.execv('/bin/sleep', ['sleep', '{marker}'])
-        n += 1
-    except OSError:
-        pass
-raise ValueError(f'forked {{n}}')
-""")
-  [row] = score(settings, attack)
-  forked = int(re.search(r"forked (\d+)", row["message"]).group(1))
-  assert failed(row) and 0 < forked < sandbox_job.PROCESSES
-  assert processes_with(f"sleep\0{marker}") == []
-
-
-@needs_isolation
-def test_cannot_signal_the_scorer_or_change_another_result(bench):
-  _, settings = bench
-  received = []
-  previous = signal.signal(signal.SIGUSR1, lambda *_: received.append(1))
-  try:
-    attack = body(f"""
-import os, signal
-for pid in ({os.getpid()}, os.getppid(), 1, -1):
-    try:
-        os.kill(pid, signal.SIGUSR1)
-    except OSError:
-        pass
-try:
-    os.kill(-1, signal.SIGKILL)  # every process the job may signal
-except OSError:
-    pass
-return 0
-""")
-    rows = score(settings, attack, CANONICAL, attack, CANONICAL)
-    time.sleep(0.2)
-  finally:
-    signal.signal(signal.SIGUSR1, previous)
-  assert received == []
-  assert failed(rows[0]) and failed(rows[2])
-  assert rows[1]["status"] == rows[3]["status"] == "pass"
-
-
-@needs_isolation
-def test_has_no_network(bench):
-  _, settings = bench
-  with socket.socket() as listener:
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    listener.settimeout(0.5)
-    attack = body(f"""
-import socket
-got = []
-for family, address in ((socket.AF_INET, ('127.0.0.1', {listener.getsockname()[1]})),
-                        (socket.AF_INET6, ('::1', {listener.getsockname()[1]}))):
-    try:
-        socket.create_connection(address, timeout=1).sendall(b'hello')
-        got.append('connected')
-    except OSError as e:
-        got.append(type(e).__name__)
-try:
-    server = socket.socket()
-    server.bind(('127.0.0.1', 0))
-    server.listen()
-    got.append('listening')
-except OSError as e:
-    got.append(type(e).__name__)
-raise ValueError(' '.join(got))
-""")
-    [row] = score(settings, attack)
-    with pytest.raises(TimeoutError):
-      listener.accept()
-  assert failed(row) and "connected" not in row["message"]
-
-
-@needs_isolation
-def test_forged_passes_are_failures(bench):
-  _, settings = bench
-  forge = "import os\nfor fd in range(3, 10):\n    try:\n        os.write(fd, {!r})\n" \
-          "    except OSError:\n        pass\n"
-  attacks = [
-      # a forged finished run, then an exit before the real results
-      forge.format(b'{"out": false}\n' * 4 + b'{"done": true}\n') + "os._exit(0)",
-      # one forged output per input ahead of the real ones
-      forge.format(b'{"out": true}\n' * 4) + "return True",
-      # the result writer's own json and encode replaced
-      "import json, sys\njson.dumps = lambda *a, **k: '{\"out\": true}'\nreturn True",
-      "import sys\nsys.modules['__main__'].encode = lambda x: True\nreturn True",
-      # an answer equal to everything, and exits that skip the results
-      "class Any:\n    def __eq__(self, other):\n        return True\nreturn Any()",
-      "raise SystemExit(0)",
-      "import builtins\nbuiltins.BaseException = object\nimport os\nos._exit(0)",
-  ]
-  rows = score(settings, *[body(a) for a in attacks])
-  assert [row["status"] for row in rows if not failed(row)] == []
 
 
 def test_refuses_to_run_unisolated_unless_told(bench, monkeypatch):

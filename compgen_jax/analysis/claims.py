@@ -13,6 +13,7 @@ import glob
 import json
 import os
 
+from compgen_jax import files
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import verdicts
 from compgen_jax.analysis.sweep_report import CLAIMS_FILE
@@ -113,12 +114,6 @@ def with_table(readme: str, block: str) -> str:
   return "\n".join(lines[:at] + ["", fenced] + lines[at:])
 
 
-def _replace(path: str, text: str) -> None:
-  with open(path + ".tmp", "w") as f:
-    f.write(text)
-  os.replace(path + ".tmp", path)
-
-
 def render(results_dir: str) -> tuple[str, str]:
   """(RESULTS/claims.json, RESULTS/README.md) as `write` makes them; reads and checks only."""
   claims = collect(results_dir)
@@ -136,5 +131,5 @@ def write(results_dir: str) -> tuple[str, str]:
   claims_text, readme = render(results_dir)
   paths = os.path.join(results_dir, CLAIMS_FILE), os.path.join(results_dir, README_FILE)
   for path, text in zip(paths, (claims_text, readme), strict=True):
-    _replace(path, text)
+    files.write_text(path, text)
   return paths

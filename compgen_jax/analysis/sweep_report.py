@@ -13,6 +13,7 @@ import os
 import shlex
 from typing import NamedTuple
 
+from compgen_jax import files
 from compgen_jax.analysis import (
   load,
   paper,
@@ -194,12 +195,7 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
 
 def write_claims(out_dir: str, claims: list[dict]) -> str:
   """CLAIMS_FILE: the sections' claims as a JSON list, sorted keys, byte-stable."""
-  os.makedirs(out_dir, exist_ok=True)
-  path = os.path.join(out_dir, CLAIMS_FILE)
-  with open(path + ".tmp", "w") as f:
-    f.write(verdicts.claims_json(claims))
-  os.replace(path + ".tmp", path)
-  return path
+  return files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(claims))
 
 
 def write_report(sweep_dir: str, out_dir: str | None = None) -> str:
@@ -208,8 +204,4 @@ def write_report(sweep_dir: str, out_dir: str | None = None) -> str:
   out_dir = out_dir or sweep_dir
   os.makedirs(out_dir, exist_ok=True)
   text = render(index, rows, out_dir, os.path.abspath(sweep_dir))
-  path = os.path.join(out_dir, REPORT_FILE)
-  with open(path + ".tmp", "w") as f:
-    f.write(text)
-  os.replace(path + ".tmp", path)
-  return path
+  return files.write_text(os.path.join(out_dir, REPORT_FILE), text)

@@ -18,7 +18,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from compgen_jax import metric_writer  # noqa: E402
+from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis.markdown import table  # noqa: E402
 
@@ -270,10 +270,7 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   em_png(runs, os.path.join(out_dir, EM_PNG))
   separation_png(runs, os.path.join(out_dir, SEPARATION_PNG))
   length_png(runs, os.path.join(out_dir, LENGTH_PNG))
-  path = os.path.join(out_dir, REPORT_FILE)
-  with open(path, "w") as f:
-    f.write(render(runs, results_dir, notes))
-  return path
+  return files.write_text(os.path.join(out_dir, REPORT_FILE), render(runs, results_dir, notes))
 
 
 if __name__ == "__main__":

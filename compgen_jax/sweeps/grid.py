@@ -56,17 +56,24 @@ def scaling_programs(support: str, Ms, Ks, fracs, min_fracs: int = 1, **extra) -
   return tuple(programs)
 
 
-def support_programs(M: int, K: int, fracs, ring_hotness: int = 2) -> tuple[dict, ...]:
+def support_programs(M: int, K: int, fracs, ring_hotness: int = 2,
+                     fracs_for: dict | None = None) -> tuple[dict, ...]:
   """One program per task-support strategy (supports.STRATEGIES order) for a sweep whose
-  overrides set (M, K): strategies that follow frac_ood get the values of `fracs` valid for them
-  vmapped (left out if none is), those that ignore it (supports.IGNORE_FRAC) one run per seed;
-  connected / disconnected run at K = ring_hotness (they need K = 2)."""
+  overrides set (M, K): strategies that follow frac_ood get the values of `fracs` (or of
+  fracs_for[strategy] where given) valid for them vmapped (left out if none is), those that
+  ignore it (supports.IGNORE_FRAC) one run per seed; connected / disconnected run at
+  K = ring_hotness (they need K = 2)."""
+  fracs_for = fracs_for or {}
+  unknown = sorted(set(fracs_for) - set(supports.STRATEGIES))
+  if unknown:
+    raise ValueError(f"fracs_for: unknown strategies {unknown}; "
+                     f"allowed: {', '.join(supports.STRATEGIES)}")
   programs = []
   for name in supports.STRATEGIES:
     if name in ("connected", "disconnected"):
       programs.append({"task.max_hotness": ring_hotness, "task.support": name})
     elif name in supports.IGNORE_FRAC:
       programs.append({"task.support": name})
-    elif valid := valid_fracs(name, M, K, fracs):
+    elif valid := valid_fracs(name, M, K, fracs_for.get(name, fracs)):
       programs.append({"task.support": name, "sweep.frac_ood": valid})
   return tuple(programs)

@@ -13,6 +13,7 @@ import json
 import os
 import threading
 
+from compgen_jax import files
 from compgen_jax.sweeps.spec import REPO, Sweep, shell
 
 INDEX_FILE = "index.json"
@@ -32,10 +33,7 @@ def read(sweep_dir: str) -> dict:
 
 def write(sweep_dir: str, index: dict) -> None:
   """Replaces the index atomically: a reader sees the old or the new file, never half of one."""
-  tmp = path(sweep_dir) + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(index, f, indent=2)
-  os.replace(tmp, path(sweep_dir))
+  files.write_json(path(sweep_dir), index, indent=2)
 
 
 def located(sweep_dir: str, index: dict, recorded: str) -> str:

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from compgen_jax import metric_writer
+from compgen_jax import files, metric_writer
 from compgen_jax.analysis import aggregate, verdicts
 from compgen_jax.analysis.markdown import table
 from compgen_jax.theory import plots
@@ -250,12 +250,8 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   notes = open(notes_path).read().strip() if os.path.exists(notes_path) else ""
   plots.error_vs_resolution(rows, os.path.join(out_dir, ERROR_PNG))
   plots.neurons_vs_modules(rows, os.path.join(out_dir, COUNT_PNG))
-  with open(os.path.join(out_dir, CLAIMS_FILE), "w") as f:
-    f.write(verdicts.claims_json(claims(rows)))
-  path = os.path.join(out_dir, REPORT_FILE)
-  with open(path, "w") as f:
-    f.write(render(cfg, rows, notes))
-  return path
+  files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(claims(rows)))
+  return files.write_text(os.path.join(out_dir, REPORT_FILE), render(cfg, rows, notes))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,175 @@
+"""Hostile completions through the real HumanEval+ scorer that go after processes, signals, the
+network and the result channel: each is scored as a failure and contained (issue 20). The
+process attacks are bounded (a few sleeps, 200 fork attempts against RLIMIT_NPROC)."""
+
+import os
+import re
+import signal
+import socket
+import time
+
+import pytest
+
+from compgen_jax.llm_eval import sandbox_job
+from tests.sandbox_bench import (
+  CANONICAL,
+  body,
+  failed,
+  make_bench,
+  needs_isolation,
+  score,
+  score_elsewhere,
+)
+from tests.test_sandbox import processes_with
+
+
+@pytest.fixture
+def bench(tmp_path):
+  """(dataset path, settings) of the one-problem HumanEval+ file (sandbox_bench.make_bench)."""
+  return make_bench(tmp_path)
+
+
+@needs_isolation
+def test_what_a_job_starts_dies_with_it(bench):
+  # Detached children (fork, setsid, exec sleep with a marker) after a return and after a
+  # timeout: none is alive when the scorer returns.
+  _, settings = bench
+  marker = f"{time.time() % 1000:.6f}"
+  attack = body(f"""
+import os, posix, time
+for _ in range(5):
+    if posix.fork() == 0:
+        posix.setsid()
+        if posix.fork() == 0:
+            os.execv('/bin/sleep', ['sleep', '{marker}'])
+        posix._exit(0)
+time.sleep(0.3)
+""")
+  settings.timeout_s = 1.5
+  returned, hung = score(settings, attack + "    return 0\n", attack + "    time.sleep(60)\n")
+  assert failed(returned) and hung["status"] == "timeout"
+  assert processes_with(f"sleep\0{marker}") == []
+
+
+@needs_isolation
+def test_a_result_flood_costs_the_scorer_nothing(bench):
+  # 100 MB per input on every descriptor the results could travel on.
+  _, settings = bench
+  attack = body("""
+import os
+for fd in range(3, 10):
+    try:
+        for _ in range(100):
+            os.write(fd, b'x' * (1 << 20))
+    except OSError:
+        pass
+return False
+""")
+  settings.output_mb = 4
+  [report] = score_elsewhere(settings, attack)
+  assert failed(report["row"]) and "more than 4 MiB" in report["row"]["message"]
+  assert report["grown_mb"] < 64  # the flood: 400 MB for the first input alone
+
+
+@needs_isolation
+def test_forks_are_bounded(bench):
+  _, settings = bench
+  marker = f"{time.time() % 1000:.6f}"
+  attack = body(f"""
+import os, posix
+n = 0
+for _ in range(200):
+    try:
+        if posix.fork() == 0:
+            os.execv('/bin/sleep', ['sleep', '{marker}'])
+        n += 1
+    except OSError:
+        pass
+raise ValueError(f'forked {{n}}')
+""")
+  [row] = score(settings, attack)
+  forked = int(re.search(r"forked (\d+)", row["message"]).group(1))
+  assert failed(row) and 0 < forked < sandbox_job.PROCESSES
+  assert processes_with(f"sleep\0{marker}") == []
+
+
+@needs_isolation
+def test_cannot_signal_the_scorer_or_change_another_result(bench):
+  _, settings = bench
+  received = []
+  previous = signal.signal(signal.SIGUSR1, lambda *_: received.append(1))
+  try:
+    attack = body(f"""
+import os, signal
+for pid in ({os.getpid()}, os.getppid(), 1, -1):
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        pass
+try:
+    os.kill(-1, signal.SIGKILL)  # every process the job may signal
+except OSError:
+    pass
+return 0
+""")
+    rows = score(settings, attack, CANONICAL, attack, CANONICAL)
+    time.sleep(0.2)
+  finally:
+    signal.signal(signal.SIGUSR1, previous)
+  assert received == []
+  assert failed(rows[0]) and failed(rows[2])
+  assert rows[1]["status"] == rows[3]["status"] == "pass"
+
+
+@needs_isolation
+def test_has_no_network(bench):
+  _, settings = bench
+  with socket.socket() as listener:
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.5)
+    attack = body(f"""
+import socket
+got = []
+for family, address in ((socket.AF_INET, ('127.0.0.1', {listener.getsockname()[1]})),
+                        (socket.AF_INET6, ('::1', {listener.getsockname()[1]}))):
+    try:
+        socket.create_connection(address, timeout=1).sendall(b'hello')
+        got.append('connected')
+    except OSError as e:
+        got.append(type(e).__name__)
+try:
+    server = socket.socket()
+    server.bind(('127.0.0.1', 0))
+    server.listen()
+    got.append('listening')
+except OSError as e:
+    got.append(type(e).__name__)
+raise ValueError(' '.join(got))
+""")
+    [row] = score(settings, attack)
+    with pytest.raises(TimeoutError):
+      listener.accept()
+  assert failed(row) and "connected" not in row["message"]
+
+
+@needs_isolation
+def test_forged_passes_are_failures(bench):
+  _, settings = bench
+  forge = "import os\nfor fd in range(3, 10):\n    try:\n        os.write(fd, {!r})\n" \
+          "    except OSError:\n        pass\n"
+  attacks = [
+      # a forged finished run, then an exit before the real results
+      forge.format(b'{"out": false}\n' * 4 + b'{"done": true}\n') + "os._exit(0)",
+      # one forged output per input ahead of the real ones
+      forge.format(b'{"out": true}\n' * 4) + "return True",
+      # the result writer's own json and encode replaced
+      "import json, sys\njson.dumps = lambda *a, **k: '{\"out\": true}'\nreturn True",
+      "import sys\nsys.modules['__main__'].encode = lambda x: True\nreturn True",
+      # an answer equal to everything, and exits that skip the results
+      "class Any:\n    def __eq__(self, other):\n        return True\nreturn Any()",
+      "raise SystemExit(0)",
+      "import builtins\nbuiltins.BaseException = object\nimport os\nos._exit(0)",
+  ]
+  rows = score(settings, *[body(a) for a in attacks])
+  assert [row["status"] for row in rows if not failed(row)] == []
