@@ -14,7 +14,7 @@ import sentencepiece as spm
 
 from compgen_jax import cli
 from compgen_jax.composition import arithmetic
-from compgen_jax.llm_eval import decoding, runner, systems, tiny
+from compgen_jax.llm_eval import decoding, report, runner, sandbox, systems, tiny
 from compgen_jax.lm import gemma2, hf_export
 from compgen_jax.types import CheckpointError, ConfigError
 
@@ -273,3 +273,20 @@ def test_a_model_that_writes_the_answers_scores_every_problem(tmp_path, tiny_mod
     rows = [json.loads(line) for line in open(os.path.join(w, bench_name, "oracle.jsonl"))]
     assert len(rows) == len(problems) and all(r["finish"] != "budget" for r in rows)
     assert [r["correct"] for r in rows] == [right] * len(problems), rows
+    with cfg.unlocked():
+      cfg.run = (bench_name,)
+    [summary] = runner.summarize(w, cfg, [systems.System("oracle", "single", ("oracle",))])
+    assert summary["accuracy"] == float(right)
+    if bench_name in ("humaneval_plus", "mbpp_plus"):  # the summary says how code was scored
+      assert summary["scored_isolated"] == float(sandbox.isolation_problem() is None)
+    else:
+      assert "scored_isolated" not in summary
+
+
+def test_report_names_what_was_scored_unisolated():
+  rows = [dict(benchmark="gsm8k", system="base", accuracy=0.5),
+          dict(benchmark="mbpp_plus", system="base", accuracy=0.5, scored_isolated=1.0),
+          dict(benchmark="humaneval_plus", system="composed", accuracy=0.5, scored_isolated=0.0)]
+  note = report.unisolated_note(rows)
+  assert "humaneval_plus / composed (100% of problems)" in note and "mbpp_plus" not in note
+  assert report.unisolated_note(rows[:2]) == ""

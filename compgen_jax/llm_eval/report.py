@@ -101,6 +101,17 @@ def diagnostics_png(rows: list[dict], path: str) -> None:
   plt.close(fig)
 
 
+def unisolated_note(rows: list[dict]) -> str:
+  """A warning naming every (benchmark, system) whose generated code ran outside the sandbox
+  (allow_unisolated=True), or "" when every code benchmark ran isolated."""
+  bad = [f"{r['benchmark']} / {r['system']} ({100 * (1 - r['scored_isolated']):.0f}% of "
+         f"problems)" for r in rows if r.get("scored_isolated", 1.0) < 1.0]
+  if not bad:
+    return ""
+  return ("**Scored unisolated** (allow_unisolated=True: generated code ran without the "
+          "sandbox, so a program could have changed its own result): " + "; ".join(bad) + ".")
+
+
 def write(workdir: str, rows: list[dict]) -> str:
   """Writes report.md, accuracy.png and diagnostics.png into `workdir`; returns the path."""
   accuracy_png(rows, os.path.join(workdir, "accuracy.png"))
@@ -108,7 +119,8 @@ def write(workdir: str, rows: list[dict]) -> str:
   text = "\n\n".join([
       "# Logit composition of language models",
       "Accuracy (%) per benchmark and system; the paper's value (Gemma-2-2B) in brackets.",
-      table(rows), markdown.figure("accuracy.png", "accuracy"),
+      *filter(None, [unisolated_note(rows)]), table(rows),
+      markdown.figure("accuracy.png", "accuracy"),
       "## Composition diagnostics",
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "
       "fraction of tokens where two experts are both active (0 under the paper's disjointness "

@@ -18,8 +18,10 @@ from compgen_jax.types import CheckpointError, ConfigError
 
 # score fields besides "correct" that the summary also averages: GSM8K strict-match, MATH by the
 # authors' string comparison, HumanEval+ / MBPP+ on the base inputs only
+# Per-problem booleans summarized as fractions; `isolated`: whether generated code ran in the
+# sandbox (evalplus.py), so a report can say which numbers were scored unisolated.
 SECONDARY = {"correct_strict": "accuracy_strict", "correct_authors": "accuracy_authors",
-             "base": "accuracy_base"}
+             "base": "accuracy_base", "isolated": "scored_isolated"}
 
 
 def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
