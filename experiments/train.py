@@ -3,11 +3,12 @@
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
 """
 
+import jax
 from absl import flags
 from ml_collections import config_flags
 
 from compgen_jax import cli
-from compgen_jax.analysis import report
+from compgen_jax.analysis import curves, report
 from compgen_jax.training import loop
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
@@ -21,6 +22,8 @@ def main(argv):
   del argv
   cli.quiet_logging()
   rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  if jax.process_index() == 0:  # the workdir's one writer
+    curves.plot_curves(_WORKDIR.value)
   print(report.final_table(rows, _WORKDIR.value))
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics, splits
 from compgen_jax.tasks import registry as families
@@ -155,7 +156,7 @@ def test_each_evaluator_runs_at_its_own_cadence_and_all_at_the_last_step(tmp_pat
                                      "ood_hotness": {"num_tasks": 16}},
                     **{"num_seeds": 1, "train.num_steps": 250, "train.checkpoint_every": 250})
   loop.train_and_evaluate(cfg, str(tmp_path / "wd"))
-  rows = metric_writer.read_rows(str(tmp_path / "wd" / loop.METRICS_FILE))
+  rows = metric_writer.read_rows(str(tmp_path / "wd" / workdir_lib.METRICS_FILE))
 
   def steps_with(key):
     return sorted(r["step"] for r in rows if key in r)

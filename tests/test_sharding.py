@@ -57,7 +57,7 @@ for job, workdir, stop_after in json.loads(sys.argv[2]):
                     "probe": passes.probe_workdir(workdir)}
   else:
     loop.train_and_evaluate(cfg, workdir, stop_after)
-    out[workdir] = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+    out[workdir] = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
 print(json.dumps(out))
 """
 

@@ -10,11 +10,10 @@ import numpy as np
 from compgen_jax import metric_writer, rng
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import evaluators
-from compgen_jax.run_state import HPARAMS
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import combinatorics, splits, supports
 from compgen_jax.tasks import registry as families
-from compgen_jax.types import ConfigError
+from compgen_jax.types import HPARAMS, ConfigError
 
 SCHEDULES = ("constant", "warmup_cosine")
 # Where each sweepable hyperparameter's scalar default lives in the config.
