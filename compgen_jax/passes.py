@@ -13,7 +13,6 @@ from typing import NamedTuple
 import jax
 import ml_collections
 import numpy as np
-from absl import logging
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
@@ -42,9 +41,10 @@ def open_workdir(path: str) -> Workdir:
   if not os.path.isdir(path):
     raise ConfigError("workdir", f"{path!r} does not exist or is not a directory")
   cfg = workdir_lib.load_config(path)  # ConfigError for a missing, non-JSON or non-dict file
-  filled = fill_missing(cfg)
-  if filled:
-    logging.warning("%s predates config fields %s; using today's defaults", path, filled)
+  missing = missing_fields(cfg)
+  if missing:
+    raise ConfigError(missing[0], f"missing from the config in {path!r} (written by an older "
+                      f"version; fields missing: {', '.join(missing)}); retrain the workdir")
   try:
     runs.validate(cfg)
     grid = runs.run_grid(cfg)
@@ -56,23 +56,20 @@ def open_workdir(path: str) -> Workdir:
   return Workdir(path, cfg, grid, abstract)
 
 
-def fill_missing(cfg: ml_collections.ConfigDict) -> list[str]:
-  """Adds the config fields a workdir written by an earlier version lacks, with today's defaults
-  (never changing a field it has); returns their names."""
+def missing_fields(cfg: ml_collections.ConfigDict) -> list[str]:
+  """The config fields of today's sections a workdir written by an earlier version lacks."""
   defaults = {"encoding": encodings.default_config, "student": students.default_config,
               "probe": probes.default_config, "train": lambda: train_config.base_config().train,
               "optim": lambda: train_config.base_config().optim}
   if cfg.get("task") and cfg.task.get("family") in families.REGISTRY:
     defaults["task"] = families.get(cfg.task.family).default_config
-  filled = []
+  missing = [] if "evals" in cfg else ["evals"]
   for section, make in defaults.items():
     if section not in cfg:
-      cfg[section], filled = make(), [*filled, section]
+      missing.append(section)
       continue
-    for key, value in make().items():
-      if key not in cfg[section]:
-        cfg[section][key], filled = value, [*filled, f"{section}.{key}"]
-  return filled
+    missing += [f"{section}.{key}" for key in make() if key not in cfg[section]]
+  return missing
 
 
 def select_steps(wd: Workdir, step: int | None, every: bool) -> list[int]:

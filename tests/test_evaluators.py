@@ -178,18 +178,8 @@ def test_num_tasks_is_per_evaluator(tiny):
   assert not np.any(np.asarray(out["ood/r2"]) == np.asarray(base["ood/r2"]))
 
 
-def test_old_schema_fields_are_read_as_evals():
-  """A config from before `evals` (train.evaluators / eval_every / eval_tasks, probe.hotness_above
-  / quantiles) gives the entries those fields meant, also for evaluators it did not list."""
+def test_a_config_without_evals_is_a_clear_error():
   cfg = load_config("hyperteacher", "tiny").to_dict()
   del cfg["evals"]
-  cfg["train"].update(evaluators=("id", "ood"), eval_every=100, eval_tasks=64)
-  cfg["probe"].update(hotness_above=1, quantiles=(0.5,))
-  cfg = ml_collections.ConfigDict(cfg)
-  evals = evaluators.evals_config(cfg)
-  assert evals.to_dict() == {"id": {"every": 100, "num_tasks": 64},
-                             "ood": {"every": 100, "num_tasks": 64}}
-  hot = evaluators.evals_config(cfg, ("ood_hotness",)).ood_hotness
-  assert (hot.num_tasks, hot.hotness_above) == (64, 1)
-  evaluators.validate(cfg)
-  assert evaluators.due(cfg, 100) == ("id", "ood") and evaluators.due(cfg, 50) == ()
+  with pytest.raises(ConfigError, match="'evals'.*older version"):
+    evaluators.validate(ml_collections.ConfigDict(cfg))

@@ -92,9 +92,3 @@ def collect(workdirs: list[str], lam: float | None = None, target: str = "z") ->
       raise ConfigError("workdirs", f"{wd!r} does not exist or is not a directory")
     rows.extend(read_workdir(wd, lam, target))
   return rows
-
-
-def eval_curve(workdir: str, key: str = "ood/r2") -> list[dict]:
-  """(step, run, key) rows of the standalone evaluations, for the curve over checkpoints."""
-  rows = metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE))
-  return [{"step": r["step"], "run": r["run"], key: number(r[key])} for r in rows if key in r]

@@ -155,28 +155,14 @@ def _require_regression(cfg, name: str) -> None:
 REQUIREMENTS = {"ood_hotness": _require_hyperteacher, "r2_quantiles": _require_regression}
 
 
-def _legacy_entry(cfg: ml_collections.ConfigDict, name: str) -> dict:
-  """An evals entry from the fields of workdirs written before `evals` existed:
-  train.eval_every / eval_tasks, and probe.hotness_above / quantiles."""
-  train, probe = cfg.get("train") or {}, cfg.get("probe") or {}
-  entry = {"every": train.get("eval_every", COMMON["every"]),
-           "num_tasks": train.get("eval_tasks", COMMON["num_tasks"])}
-  entry.update({k: probe[k] for k in SETTINGS.get(name, {}) if k in probe})
-  return entry
-
-
 def _given(cfg: ml_collections.ConfigDict, names=None) -> dict[str, dict]:
   """The settings the config gives each evaluator of `names` (default: those it enables), before
-  defaults are filled in.
-
-  The one place that knows the old schema: a config without `evals` (train.evaluators) is read
-  from its old fields, so old workdirs stay evaluable.
-  """
-  if "evals" in cfg:
-    names = tuple(cfg.evals) if names is None else tuple(names)
-    return {name: dict(cfg.evals.get(name) or {}) for name in names}
-  names = tuple(cfg.train.get("evaluators", ())) if names is None else tuple(names)
-  return {name: _legacy_entry(cfg, name) for name in names}
+  defaults are filled in."""
+  if "evals" not in cfg:
+    raise ConfigError("evals", "missing: the config predates the evals section (written by an "
+                      "older version); retrain, or add evals.<name> entries")
+  names = tuple(cfg.evals) if names is None else tuple(names)
+  return {name: dict(cfg.evals.get(name) or {}) for name in names}
 
 
 def evals_config(cfg: ml_collections.ConfigDict, names=None) -> ml_collections.ConfigDict:

@@ -23,7 +23,6 @@ from compgen_jax.training import state as state_lib
 
 GRID_DIR = "grids"
 SPLITS = {"id": ("train_idx", "n_train", "test"), "ood": ("ood_idx", "n_ood", "ood")}
-ATTRS = ("shape", "colour")
 
 
 def prompts(key, state: train_lib.ImageState, which: str, num: int, repeat: int,
