@@ -21,7 +21,6 @@ from compgen_jax import files
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.types import HPARAMS, ConfigError, DataError
 
-TENSORBOARD_DIR = "tensorboard"
 # Row fields that say which run and step a row belongs to; every other number is a measurement.
 ID_FIELDS = ("step", "run", "seed", "n_train", "n_ood", *HPARAMS)
 
@@ -257,7 +256,7 @@ WRITERS = {
     "jsonl": lambda cfg, workdir, step: JsonlWriter(
         os.path.join(workdir, workdir_lib.METRICS_FILE)),
     "tensorboard": lambda cfg, workdir, step: TensorBoardWriter(
-        os.path.join(workdir, TENSORBOARD_DIR), step, ("seed", *_swept(cfg))),
+        os.path.join(workdir, workdir_lib.TENSORBOARD_DIR), step, ("seed", *_swept(cfg))),
 }
 
 

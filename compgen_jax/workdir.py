@@ -18,9 +18,10 @@ from compgen_jax.types import ConfigError
 CONFIG_FILE = "config.json"        # the resolved config (write / check)
 METRICS_FILE = "metrics.jsonl"     # training rows, one per logged step and run (metric_writer)
 EVAL_FILE = "eval.jsonl"           # evaluator passes over checkpoints, one row per step and run
-PROBE_FILE = "probes.jsonl"        # probe passes, one row per step, run, layer and lambda
+PROBE_FILE = "probes.jsonl"        # probe passes, one row per step, run and lambda (all layers)
 CHECKPOINT_DIR = "checkpoints"     # orbax, one folder per saved step
 PARAMS_FILE = "params.json"        # {"student": parameters of one run's student}, by training
+TENSORBOARD_DIR = "tensorboard"    # event files of the optional TensorBoard writer
 CURVES_FILE = "curves.png"         # learning curves drawn by the training binary
 EVAL_CURVE_FILE = "eval_ood_r2.png"  # OOD R^2 over checkpoints, drawn by the evaluate binary
 INDEX_FILE = "index.json"          # of a sweep dir: its programs and how they ran (sweeps/index)

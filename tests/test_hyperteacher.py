@@ -171,6 +171,15 @@ def test_train_test_ood_streams_differ():
   khot = hyperteacher.khot_from_bits(jnp.asarray([3, 5]), 6)
   xs = [hyperteacher.sample_batch(params, khot, rng.stream(key, n), cfg).x for n in names[:3]]
   assert not np.allclose(xs[0], xs[1]) and not np.allclose(xs[1], xs[2])
+  # Every stream has its own constant, and a name outside rng.STREAMS is refused (a typo would
+  # otherwise open a new stream silently); "name/<suffix>" streams share the name's entry.
+  assert len({rng.stream_id(n) for n in rng.STREAMS}) == len(rng.STREAMS)
+  with pytest.raises(ValueError, match="unknown random stream 'tran'"):
+    rng.stream(key, "tran")
+  assert not np.array_equal(jax.random.key_data(rng.stream(key, "task/a")),
+                            jax.random.key_data(rng.stream(key, "task/b")))
+  with pytest.raises(ValueError, match="unknown random stream"):
+    rng.stream(key, "tasks/a")
 
 
 def test_bad_task_config_raises():

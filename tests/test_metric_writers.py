@@ -87,7 +87,7 @@ def expected_scalars(rows: list[dict], run: int) -> dict[str, list[tuple[int, fl
 
 def tensorboard_runs(workdir: str) -> dict[int, str]:
   """run index -> its event directory."""
-  tb = os.path.join(workdir, metric_writer.TENSORBOARD_DIR)
+  tb = os.path.join(workdir, workdir_lib.TENSORBOARD_DIR)
   return {int(name.split("_")[1]): os.path.join(tb, name) for name in os.listdir(tb)}
 
 
@@ -128,7 +128,7 @@ def test_default_writes_no_tensorboard(tmp_path):
   assert tuple(cfg.train.writers) == ("jsonl",)
   loop.train_and_evaluate(cfg, str(tmp_path), stop_after=100)
   assert os.path.exists(tmp_path / workdir_lib.METRICS_FILE)
-  assert not os.path.exists(tmp_path / metric_writer.TENSORBOARD_DIR)
+  assert not os.path.exists(tmp_path / workdir_lib.TENSORBOARD_DIR)
 
 
 def test_resumed_curves_equal_uninterrupted(uninterrupted, both_cfg, tmp_path, monkeypatch):
