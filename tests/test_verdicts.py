@@ -31,6 +31,27 @@ def test_intervals_match_scipy():
   assert verdicts.difference([1.0, 1.0], [0.5, 0.5]) == (0.5, 0.5, 0.5)  # exact: no spread
 
 
+def test_paired_interval_matches_scipy_and_pairs_only_matching_seeds():
+  rng = np.random.default_rng(1)
+  base = rng.normal(0.6, 0.15, 4)  # each seed its own teacher: large spread between seeds
+  a, b = base + 0.1 + rng.normal(0, 0.01, 4), base
+  d = verdicts.difference(dict(enumerate(a)), dict(enumerate(b)))
+  ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+  assert (d.low, d.high) == pytest.approx((ci.low, ci.high))
+  assert d.estimate == pytest.approx((a - b).mean())
+  # The consistent per-seed gap is clear paired; Welch's interval, blind to the pairing, is not.
+  assert verdicts.lower(dict(enumerate(b)), dict(enumerate(a))).ok is True
+  assert verdicts.lower(list(b), list(a)).ok is False
+  # Seeds that do not match, or fewer than 3 of them, fall back to Welch's interval.
+  welch = verdicts.difference(list(a), list(b[:3]))
+  assert verdicts.difference(dict(enumerate(a)), {0: b[0], 1: b[1], 2: b[2]}) == welch
+  two = verdicts.difference({0: 0.7, 1: 0.8}, {0: 0.6, 1: 0.7})  # ties exactly: not paired
+  assert two == verdicts.difference([0.7, 0.8], [0.6, 0.7]) and two.low < two.high
+  rows = [{"seed": 1, "m": 0.5}, {"seed": 0, "m": 0.7}]
+  assert aggregate.by_seed(rows, "m") == {1: 0.5, 0: 0.7}
+  assert aggregate.by_seed(rows + [{"seed": 1, "m": 0.6}], "m") == [0.5, 0.7, 0.6]
+
+
 def test_correlations_match_scipy_and_the_partial_formula():
   rng = np.random.default_rng(1)
   n_train = rng.uniform(1, 5, 40)

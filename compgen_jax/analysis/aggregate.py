@@ -105,6 +105,15 @@ def values(rows: list[dict], key: str) -> list[float]:
   return [load.number(r.get(key)) for r in rows]
 
 
+def by_seed(rows: list[dict], key: str) -> dict | list[float]:
+  """{seed: `key` as a float} of a group's rows, one per seed; the plain values (unpaired) when
+  a seed repeats or is missing."""
+  seeds = [r.get("seed") for r in rows]
+  if None in seeds or len(set(seeds)) != len(seeds):
+    return values(rows, key)
+  return dict(zip(seeds, values(rows, key), strict=True))
+
+
 def gaps(rows: list[dict], metric: Metric) -> list[float]:
   """ID minus OOD per run: a large gap is a generalization gap, a low ID an underfit."""
   return [i - o for i, o in zip(values(rows, metric.id_key), values(rows, metric.key),

@@ -48,6 +48,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
   parts = [md.claim(paper.CLAIMS["transformer_vs_mlp"]),
            md.rules(verdicts.RULES["seeds"], verdicts.RULES["lower"] + " (here: the MLP "
                     "clearly lower than the transformer at one number of training tasks)",
+                    verdicts.RULES["paired"],
                     f"tasks needed: the number of training tasks at which OOD / ID reaches "
                     f"{sections_data.TARGET_OF_ID} (fixed before the data; interpolated in log "
                     f"n_train), per seed; fewer: the log tasks needed clearly lower, or "
@@ -121,6 +122,7 @@ def _needed_text(c: aggregate.Crossing) -> str:
 def _compare(tf: aggregate.Curve, mlp: aggregate.Curve, metric: Metric) -> list:
   """Per shared number of training tasks: is the MLP clearly lower than the transformer."""
   tf_groups = dict(zip(tf.x, tf.groups, strict=True))
-  return [verdicts.lower(aggregate.values(g.rows, metric.key),
-                         aggregate.values(tf_groups[n].rows, metric.key)).ok
+  # Same seeds, same task and split: paired by seed (verdicts.RULES["paired"]).
+  return [verdicts.lower(aggregate.by_seed(g.rows, metric.key),
+                         aggregate.by_seed(tf_groups[n].rows, metric.key)).ok
           for n, g in zip(mlp.x, mlp.groups, strict=True) if n in tf_groups]

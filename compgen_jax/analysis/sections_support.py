@@ -46,7 +46,8 @@ def _verdicts(groups: list[Group], metric: Metric, fname: str) -> tuple[list[str
     what = "clearly lower than" if hurts else f"not lower by more than {TOLERANCE} than"
     oks, details = [], []
     for g, b in pairs:
-      a, ref = aggregate.values(g.rows, metric.key), aggregate.values(b.rows, metric.key)
+      # Same seeds, same task: paired by seed (verdicts.RULES["paired"]).
+      a, ref = aggregate.by_seed(g.rows, metric.key), aggregate.by_seed(b.rows, metric.key)
       j = verdicts.lower(a, ref) if hurts else verdicts.within(a, ref, TOLERANCE)
       oks.append(j.ok)
       details.append(f"{_label(g)}: {g.mean:.3f} vs {b.mean:.3f}, {md.word(j.ok)} ({j.detail})")
@@ -67,7 +68,7 @@ def task_support(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """Bars per strategy and frac_ood with the paper's comparisons computed."""
   order = list(supports.STRATEGIES)
   parts = [md.claim(paper.CLAIMS["task_support"]),
-           md.rules(verdicts.RULES["seeds"], verdicts.RULES["lower"],
+           md.rules(verdicts.RULES["seeds"], verdicts.RULES["lower"], verdicts.RULES["paired"],
                     f"A does not hurt when the upper end of the 95% Welch interval of "
                     f"mean(baseline) - mean(A) is below {TOLERANCE} (it hurts when the lower "
                     f"end is above {TOLERANCE}; not judged in between)",

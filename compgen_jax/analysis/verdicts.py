@@ -13,6 +13,9 @@ from scipy import stats
 
 LEVEL = 0.95
 MIN_SEEDS = 2  # a setting judged against another needs at least this many finite seeds
+# Pairing by seed needs this many: with 2 the per-seed spread is one number, and on metrics that
+# move in steps (accuracy over 512 trajectories) two seeds' differences can tie exactly.
+MIN_PAIRED_SEEDS = 3
 FITS_ID = 0.9  # a student fits its training tasks when its ID metric is at least this
 CORRELATION_BAR = 0.5  # a strong correlation: the interval's lower end at least this
 SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED = "shown", "partial", "not shown", "not judged"
@@ -23,6 +26,10 @@ RULES = {
              f"judged (one seed)",
     "lower": "A is clearly lower than B when the 95% Welch t-interval of mean(B) - mean(A) over "
              "seeds lies above 0",
+    "paired": f"paired by seed where both settings ran the same >= {MIN_PAIRED_SEEDS} seeds of "
+              f"the same task: seed s of each shares its teacher and split keys (a run is a "
+              f"function of its seed's key), so the interval is the paired t-interval of the "
+              f"per-seed differences (n - 1 degrees of freedom) instead of Welch's",
     "rises": "rises: no consecutive step drops beyond its noise (the 95% t-interval of each "
              "step's difference of seed means, from the seeds' variance pooled over the curve's "
              "points as in a one-way ANOVA, reaches 0 or above) and the last point is clearly "
@@ -69,8 +76,27 @@ def mean_interval(values) -> Interval | None:
   return Interval(float(x.mean()), float(x.mean() - half), float(x.mean() + half))
 
 
+def paired_difference(a: dict, b: dict) -> Interval | None:
+  """The 95% t-interval of the mean per-seed difference a[s] - b[s] over the seeds both give a
+  finite value (None with fewer than MIN_PAIRED_SEEDS of them)."""
+  seeds = sorted(s for s in set(a) & set(b)
+                 if math.isfinite(_number(a[s])) and math.isfinite(_number(b[s])))
+  if len(seeds) < MIN_PAIRED_SEEDS:
+    return None
+  d = np.asarray([_number(a[s]) - _number(b[s]) for s in seeds], np.float64)
+  half = float(stats.t.ppf(0.5 + LEVEL / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+  return Interval(float(d.mean()), float(d.mean() - half), float(d.mean() + half))
+
+
 def difference(a, b) -> Interval | None:
-  """The 95% Welch t-interval of mean(a) - mean(b) (None with fewer than MIN_SEEDS in either)."""
+  """The 95% Welch t-interval of mean(a) - mean(b) (None with fewer than MIN_SEEDS in either);
+  given {seed: value} dicts over the same >= MIN_PAIRED_SEEDS seeds, the paired interval
+  (RULES['paired'])."""
+  if isinstance(a, dict) and isinstance(b, dict):
+    paired = paired_difference(a, b) if set(a) == set(b) else None
+    if paired is not None:
+      return paired
+    a, b = list(a.values()), list(b.values())
   a, b = finite(a), finite(b)
   if a.size < MIN_SEEDS or b.size < MIN_SEEDS:
     return None
@@ -92,7 +118,8 @@ ONE_SEED = Judgement(None, "one seed")
 
 
 def lower(a, b) -> Judgement:
-  """mean(a) clearly lower than mean(b) (seed values of each)."""
+  """mean(a) clearly lower than mean(b) (seed values of each: lists, or {seed: value} dicts to
+  pair them by seed)."""
   d = difference(b, a)
   if d is None:
     return ONE_SEED
