@@ -1,6 +1,7 @@
 """Trains all seeds and sweep values of a config in one program; resumes an existing workdir.
 
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
+  python experiments/train.py --config=configs/hyperteacher.py:paper --workdir=/x --print_config
 """
 
 import jax
@@ -9,6 +10,7 @@ from ml_collections import config_flags
 
 from compgen_jax import cli
 from compgen_jax.analysis import curves, report
+from compgen_jax.training import config as training_config
 from compgen_jax.training import loop
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
@@ -28,4 +30,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  cli.run(main)
+  cli.run(main, resolve=training_config.resolved)
