@@ -11,7 +11,7 @@ from tests.helpers import REPO
 # Bottom to top. A unit is a subpackage or a top-level module of compgen_jax.
 LAYERS = (
     ("types", "rng", "files"),
-    ("workdir", "checkpointing"),
+    ("workdir", "checkpointing", "checks"),
     ("metric_writer", "cli"),
     ("tasks", "encodings", "lm"),
     ("students", "composition"),

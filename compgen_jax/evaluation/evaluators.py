@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from compgen_jax import batches, rng, run_state
+from compgen_jax import batches, checks, rng, run_state
 from compgen_jax.run_state import RunState
 from compgen_jax.tasks import losses
 from compgen_jax.tasks import registry as families
@@ -177,10 +177,9 @@ def _check_settings(cfg, name: str, s: ml_collections.ConfigDict) -> None:
   if not isinstance(s.every, int) or s.every < 0 or s.every % chunk:
     raise ConfigError(f"{field}.every", f"must be a non-negative multiple of train.chunk_size "
                       f"({chunk}; 0 = only at the final step), got {s.every}")
-  if not isinstance(s.num_tasks, int) or s.num_tasks < 1:
-    raise ConfigError(f"{field}.num_tasks", f"must be an integer >= 1, got {s.num_tasks}")
-  if "hotness_above" in s and not (isinstance(s.hotness_above, int) and s.hotness_above >= 0):
-    raise ConfigError(f"{field}.hotness_above", f"must be an integer >= 0, got {s.hotness_above}")
+  checks.integer(f"{field}.num_tasks", s.num_tasks, low=1)
+  if "hotness_above" in s:
+    checks.integer(f"{field}.hotness_above", s.hotness_above, low=0)
   if "quantiles" in s and (not s.quantiles or any(not 0.0 <= float(q) <= 1.0
                                                   for q in s.quantiles)):
     raise ConfigError(f"{field}.quantiles", f"need values in [0, 1], got {tuple(s.quantiles)}")

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from compgen_jax import rng
+from compgen_jax import checks, rng
 from compgen_jax.tasks import gridworld, hyperteacher, qiteration
 from compgen_jax.types import ConfigError
 
@@ -100,19 +100,11 @@ def default_config() -> ml_collections.ConfigDict:
       num_backups=8, discount=0.9))
 
 
-def _int_at_least(cfg, name: str, low: int) -> None:
-  value = cfg[name]
-  if isinstance(value, bool) or not isinstance(value, int) or value < low:
-    raise ConfigError(f"task.{name}", f"must be an integer >= {low}, got {value!r}")
-
-
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Preference-specific checks, before anything compiles."""
-  if cfg.weights not in hyperteacher.WEIGHT_KINDS:
-    raise ConfigError("task.weights", f"unknown {cfg.weights!r}; allowed: "
-                      f"{', '.join(hyperteacher.WEIGHT_KINDS)}")
+  checks.choice("task.weights", cfg.weights, hyperteacher.WEIGHT_KINDS)
   for name in ("num_features", "num_objects", "horizon", "num_backups"):
-    _int_at_least(cfg, name, 1)
+    checks.integer(f"task.{name}", cfg[name], low=1)
   if cfg.num_modules > cfg.num_features:
     raise ConfigError("task.num_modules", f"must be <= task.num_features ({cfg.num_features}), "
                       f"got {cfg.num_modules}")
