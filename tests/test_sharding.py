@@ -28,6 +28,7 @@ _SCRIPT = """
 import json, os, sys
 import jax
 from compgen_jax import checkpointing, metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import loop, runs, sharding
 from compgen_jax.training import step as step_lib
 from tests.helpers import load_config
