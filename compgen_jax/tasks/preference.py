@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from compgen_jax import checks, rng
-from compgen_jax.tasks import gridworld, hyperteacher, qiteration
+from compgen_jax.tasks import gridworld, latents, qiteration
 from compgen_jax.types import ConfigError
 
 MAX_OBJECTS = 8  # 19 * 2^8 states already; the paper uses 4
@@ -74,7 +74,7 @@ def sample_batch(params: dict, khot_BxM: jax.Array, key: jax.Array,
                       "family (a task has no (x, y) pairs independent of the scene)")
   key_z, key_scene = rng.stream(key, "data"), rng.stream(key, "train")
   B = khot_BxM.shape[0]
-  z = hyperteacher.sample_latent(key_z, khot_BxM, cfg.weights)
+  z = latents.sample_latent(key_z, khot_BxM, cfg.weights)
   agent_B, obj_cell_BxO, obj_feat_BxO = sample_scenes(key_scene, B, cfg)
   obj_value_BxO = jnp.take_along_axis(feature_values(params, z), obj_feat_BxO, axis=1)
   demo = jax.vmap(qiteration.demonstrate, in_axes=(0, 0, 0, None, None, None))(
@@ -102,7 +102,7 @@ def default_config() -> ml_collections.ConfigDict:
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Preference-specific checks, before anything compiles."""
-  checks.choice("task.weights", cfg.weights, hyperteacher.WEIGHT_KINDS)
+  checks.choice("task.weights", cfg.weights, latents.WEIGHT_KINDS)
   for name in ("num_features", "num_objects", "horizon", "num_backups"):
     checks.integer(f"task.{name}", cfg[name], low=1)
   if cfg.num_modules > cfg.num_features:
