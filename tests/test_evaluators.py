@@ -94,11 +94,14 @@ def test_classification_family_reports_accuracy_and_refuses_regression_only(tiny
   fake = families.REGISTRY["hyperteacher"]._replace(loss=_accuracy_loss)
   monkeypatch.setitem(families.REGISTRY, "fake_classes", fake)
   cfg = load_config("hyperteacher", "tiny", **{"task.family": "fake_classes"})
+  # ood_hotness follows the family's module_weights, r2_quantiles its regression loss.
+  assert evaluators.applicable(cfg) == ("id", "ood", "ood_hotness")
+  monkeypatch.setitem(families.REGISTRY, "fake_classes", fake._replace(module_weights=False))
   assert evaluators.applicable(cfg) == ("id", "ood")
   out = evaluators.make_evaluate(cfg, ("id",))(states, bits_T)
   assert set(out) == {"id/loss", "id/acc", "id/acc_all"}
   assert np.all(np.asarray(out["id/acc_all"]) <= np.asarray(out["id/acc"]))
-  with pytest.raises(ConfigError, match="hyperteacher family only"):
+  with pytest.raises(ConfigError, match="more than K modules"):
     evaluators.make_evaluate(cfg, ("ood_hotness",))
   with pytest.raises(ConfigError, match="regression"):
     evaluators.make_evaluate(cfg, ("r2_quantiles",))

@@ -30,12 +30,14 @@ from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.types import ConfigError
 
 REPORT_FILE = "REPORT.md"
+# The metrics a report shows, by the OOD key its rows carry (the family's loss writes it:
+# R^2 for regression, accuracies for classification).
 METRICS = {
-    "hyperteacher": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
+    "ood/r2": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
     # Per-action chance: a uniform guess among the 5 actions.
-    "preference": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
-                          "id/acc_all"),
-                   Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
+    "ood/acc_all": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
+                           "id/acc_all"),
+                    Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
 }
 CLAIMS_FILE = "claims.json"
 
@@ -97,8 +99,8 @@ def read_sweep(sweep_dir: str) -> tuple[dict, list[dict]]:
 
 
 def _metrics(rows: list[dict]) -> tuple[Metric, ...]:
-  family = rows[0].get("task.family") if rows else "hyperteacher"
-  return METRICS.get(family, METRICS["hyperteacher"])
+  key = next((k for k in METRICS if rows and k in rows[0]), "ood/r2")
+  return METRICS[key]
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

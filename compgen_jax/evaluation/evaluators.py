@@ -140,10 +140,10 @@ REGISTRY = {"id": evaluate_id, "ood": evaluate_ood, "ood_hotness": evaluate_ood_
             "r2_quantiles": evaluate_r2_quantiles}
 
 
-def _require_hyperteacher(cfg, name: str) -> None:
-  if cfg.task.family != "hyperteacher":
-    raise ConfigError(f"evals.{name}", f"{name!r} is defined for the hyperteacher family only, "
-                      f"not {cfg.task.family!r}")
+def _require_module_weights(cfg, name: str) -> None:
+  if not families.get(cfg.task.family).module_weights:
+    raise ConfigError(f"evals.{name}", f"{name!r} needs a family whose tasks may combine more "
+                      f"than K modules (the hyperteacher), not {cfg.task.family!r}")
 
 
 def _require_regression(cfg, name: str) -> None:
@@ -152,7 +152,7 @@ def _require_regression(cfg, name: str) -> None:
                       f"{cfg.task.family!r} is not one")
 
 
-REQUIREMENTS = {"ood_hotness": _require_hyperteacher, "r2_quantiles": _require_regression}
+REQUIREMENTS = {"ood_hotness": _require_module_weights, "r2_quantiles": _require_regression}
 
 
 def _given(cfg: ml_collections.ConfigDict, names=None) -> dict[str, dict]:
