@@ -7,7 +7,7 @@ from compgen_jax import rng, run_state
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.run_state import RunState
 from compgen_jax.students import registry as students
-from compgen_jax.tasks import hyperteacher, splits
+from compgen_jax.tasks import latents, splits
 from compgen_jax.tasks import registry as families
 
 
@@ -22,7 +22,7 @@ def draw_batch(state: RunState, key: jax.Array, idx_T: jax.Array, n: jax.Array, 
 def batch_for_bits(state: RunState, bits_B: jax.Array, key: jax.Array,
                    cfg: ml_collections.ConfigDict):
   """Data of the tasks given as module bitmasks (also used for subsets outside the table)."""
-  return batch_for_khot(state, hyperteacher.khot_from_bits(bits_B, cfg.task.num_modules), key,
+  return batch_for_khot(state, latents.khot_from_bits(bits_B, cfg.task.num_modules), key,
                         cfg)
 
 

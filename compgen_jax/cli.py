@@ -2,6 +2,7 @@
 
 import contextlib
 import importlib.util
+import json
 import os
 import sys
 
@@ -157,10 +158,36 @@ def workdir_lock(distributed: bool):
   return workdir_lib.lock(path)
 
 
-def run(main) -> None:
+_PRINT_CONFIG = flags.DEFINE_bool(
+    "print_config", False, "Print the resolved config tree of every config-file flag (--config, "
+    "with its overrides and, for training configs, the evaluator and probe defaults filled in) "
+    "as JSON and exit, writing nothing.")
+
+
+def print_configs(resolve=None) -> None:
+  """--print_config: each config-file flag's tree, through `resolve` (the binary's own view of
+  its config, e.g. training.config.resolved) when given; a ConfigError when there is none."""
+  names = [name for name in flags.FLAGS
+           if isinstance(flags.FLAGS[name].parser, config_flags.config_flags.ConfigFileFlagParser)
+           and flags.FLAGS[name].value is not None]
+  if not names:
+    raise ConfigError("print_config", "this binary takes no --config to print (a workdir's "
+                      "config is its config.json)")
+  for name in names:
+    cfg = flags.FLAGS[name].value
+    print(json.dumps(workdir_lib.config_dict(resolve(cfg) if resolve else cfg), indent=2,
+                     sort_keys=True))
+
+
+def run(main, resolve=None) -> None:
   """app.run(main) with parse_flags, and --compilation_cache and --distributed applied first;
-  main runs holding the --workdir's lock (a second writer is refused in one line, exit 2)."""
+  main runs holding the --workdir's lock (a second writer is refused in one line, exit 2).
+  With --print_config the config tree is printed instead (print_configs, through `resolve`)."""
   def with_cache(argv):
+    if _PRINT_CONFIG.value:
+      with user_errors():
+        print_configs(resolve)
+      return 0
     use_compilation_cache(_CACHE.value)
     init_distributed(_DISTRIBUTED.value, _COORDINATOR.value, _NUM_PROCESSES.value,
                      _PROCESS_ID.value)

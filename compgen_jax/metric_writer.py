@@ -18,11 +18,9 @@ from tensorboardX.proto import event_pb2, summary_pb2
 from tensorboardX.record_writer import masked_crc32c
 
 from compgen_jax import files
-from compgen_jax.run_state import HPARAMS
-from compgen_jax.types import ConfigError, DataError
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.types import HPARAMS, ConfigError, DataError
 
-METRICS_FILE = "metrics.jsonl"
-TENSORBOARD_DIR = "tensorboard"
 # Row fields that say which run and step a row belongs to; every other number is a measurement.
 ID_FIELDS = ("step", "run", "seed", "n_train", "n_ood", *HPARAMS)
 
@@ -255,9 +253,10 @@ def _swept(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
 
 
 WRITERS = {
-    "jsonl": lambda cfg, workdir, step: JsonlWriter(os.path.join(workdir, METRICS_FILE)),
+    "jsonl": lambda cfg, workdir, step: JsonlWriter(
+        os.path.join(workdir, workdir_lib.METRICS_FILE)),
     "tensorboard": lambda cfg, workdir, step: TensorBoardWriter(
-        os.path.join(workdir, TENSORBOARD_DIR), step, ("seed", *_swept(cfg))),
+        os.path.join(workdir, workdir_lib.TENSORBOARD_DIR), step, ("seed", *_swept(cfg))),
 }
 
 

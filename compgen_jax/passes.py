@@ -13,11 +13,9 @@ from typing import NamedTuple
 import jax
 import ml_collections
 import numpy as np
-from absl import logging
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import plots
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import activations, evaluators, probes
 from compgen_jax.students import registry as students
@@ -25,10 +23,6 @@ from compgen_jax.tasks import registry as families
 from compgen_jax.training import config as train_config
 from compgen_jax.training import loop, runs, sharding
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
-
-EVAL_FILE = "eval.jsonl"
-PROBE_FILE = "probes.jsonl"
-CURVE_FILE = "eval_ood_r2.png"
 
 
 class Workdir(NamedTuple):
@@ -39,7 +33,7 @@ class Workdir(NamedTuple):
 
   @property
   def checkpoints(self) -> str:
-    return os.path.join(self.path, loop.CHECKPOINT_DIR)
+    return os.path.join(self.path, workdir_lib.CHECKPOINT_DIR)
 
 
 def open_workdir(path: str) -> Workdir:
@@ -47,9 +41,10 @@ def open_workdir(path: str) -> Workdir:
   if not os.path.isdir(path):
     raise ConfigError("workdir", f"{path!r} does not exist or is not a directory")
   cfg = workdir_lib.load_config(path)  # ConfigError for a missing, non-JSON or non-dict file
-  filled = fill_missing(cfg)
-  if filled:
-    logging.warning("%s predates config fields %s; using today's defaults", path, filled)
+  missing = missing_fields(cfg)
+  if missing:
+    raise ConfigError(missing[0], f"missing from the config in {path!r} (written by an older "
+                      f"version; fields missing: {', '.join(missing)}); retrain the workdir")
   try:
     runs.validate(cfg)
     grid = runs.run_grid(cfg)
@@ -61,23 +56,20 @@ def open_workdir(path: str) -> Workdir:
   return Workdir(path, cfg, grid, abstract)
 
 
-def fill_missing(cfg: ml_collections.ConfigDict) -> list[str]:
-  """Adds the config fields a workdir written by an earlier version lacks, with today's defaults
-  (never changing a field it has); returns their names."""
+def missing_fields(cfg: ml_collections.ConfigDict) -> list[str]:
+  """The config fields of today's sections a workdir written by an earlier version lacks."""
   defaults = {"encoding": encodings.default_config, "student": students.default_config,
               "probe": probes.default_config, "train": lambda: train_config.base_config().train,
               "optim": lambda: train_config.base_config().optim}
   if cfg.get("task") and cfg.task.get("family") in families.REGISTRY:
     defaults["task"] = families.get(cfg.task.family).default_config
-  filled = []
+  missing = [] if "evals" in cfg else ["evals"]
   for section, make in defaults.items():
     if section not in cfg:
-      cfg[section], filled = make(), [*filled, section]
+      missing.append(section)
       continue
-    for key, value in make().items():
-      if key not in cfg[section]:
-        cfg[section][key], filled = value, [*filled, f"{section}.{key}"]
-  return filled
+    missing += [f"{section}.{key}" for key in make() if key not in cfg[section]]
+  return missing
 
 
 def select_steps(wd: Workdir, step: int | None, every: bool) -> list[int]:
@@ -146,7 +138,7 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
   Each uses its settings from cfg.evals when it has an entry there, else its defaults; a
   config.json from before `evals` existed is read through its old fields
   (evaluators.evals_config), so the numbers match what training computed. With several steps it
-  also draws the OOD R^2 curve over checkpoints (CURVE_FILE).
+  (experiments/evaluate.py draws the OOD R^2 curve over checkpoints from them.)
   """
   wd = open_workdir(path)
   names = tuple(names or evaluators.applicable(wd.cfg))
@@ -159,10 +151,7 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
     return [{"step": s, **info, **{k: float(v[r]) for k, v in sorted(metrics.items())}}
             for r, info in enumerate(_run_info(wd.grid))]
 
-  out = write_pass(os.path.join(path, EVAL_FILE), steps, rows_of_step)
-  if len(steps) > 1 and any("ood/r2" in r for r in out) and sharding.is_main_process():
-    plots.curve_png(out, os.path.join(path, CURVE_FILE), key="ood/r2")
-  return out
+  return write_pass(os.path.join(path, workdir_lib.EVAL_FILE), steps, rows_of_step)
 
 
 def probe_workdir(path: str, step: int | None = None, every: bool = False) -> list[dict]:
@@ -182,7 +171,7 @@ def probe_workdir(path: str, step: int | None = None, every: bool = False) -> li
     result = _real_runs(probe(jax.device_put(restore(wd, s), one), bits_T), wd)
     return probes.rows(result, names, wd.cfg, s, _run_info(wd.grid))
 
-  return write_pass(os.path.join(path, PROBE_FILE), steps, rows_of_step)
+  return write_pass(os.path.join(path, workdir_lib.PROBE_FILE), steps, rows_of_step)
 
 
 def probe_table(rows: list[dict]) -> tuple[list[str], list[list]]:

@@ -1,13 +1,16 @@
-"""Named key derivation: every random stream is a fold-in of a run key by a named constant."""
+"""Named key derivation: every random stream is a fold-in of a run key by a constant derived from
+its name (stream_id), so train, test, ood and probe, being distinct names, never share a stream."""
 
 import zlib
 
 import jax
 
-# Fixed names -> fold-in constants. Train, test, ood and probe never share a stream.
+# Every stream name (or, for "name/<suffix>", its part before the slash: one stream per letters
+# task or experiment). stream() rejects any other, so a typo cannot silently open a new stream.
 STREAMS = (
-    "teacher_weights", "teacher_biases", "split", "encoding", "student", "train",
-    "test", "ood", "ood_hotness", "probe", "fewshot", "data",
+    "teacher", "teacher_weights", "teacher_biases", "split", "encoding", "encoding_order",
+    "student", "train", "test", "ood", "ood_hotness", "probe", "fewshot", "data", "decode",
+    "init", "task", "finetune", "theorem_error", "theorem_count", "tiny_models",
 )
 
 
@@ -17,7 +20,10 @@ def stream_id(name: str) -> int:
 
 
 def stream(key: jax.Array, name: str) -> jax.Array:
-  """The key of the named stream derived from `key`."""
+  """The key of the named stream derived from `key`; ValueError for a name not in STREAMS."""
+  if name.split("/", 1)[0] not in STREAMS:
+    raise ValueError(f"unknown random stream {name!r}; allowed: {', '.join(STREAMS)} "
+                     f"(or <name>/<suffix>)")
   return jax.random.fold_in(key, stream_id(name))
 
 

@@ -10,9 +10,6 @@ import ml_collections
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.tasks import registry as families
 
-# Array-valued hyperparameters: one scalar per run, so sweeps over them are a vmapped axis.
-HPARAMS = ("frac_ood", "learning_rate", "weight_decay")
-
 
 @flax.struct.dataclass
 class RunState:

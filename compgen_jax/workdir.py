@@ -1,5 +1,6 @@
 """A workdir holds one config: written on first use, compared on every later use; and one writer
-at a time (lock)."""
+at a time (lock). This module names every file of a workdir, and the index of a sweep dir (a
+folder of workdirs), so each name is spelled once."""
 
 import contextlib
 import fcntl
@@ -14,7 +15,16 @@ import ml_collections
 from compgen_jax import files
 from compgen_jax.types import ConfigError
 
-CONFIG_FILE = "config.json"
+CONFIG_FILE = "config.json"        # the resolved config (write / check)
+METRICS_FILE = "metrics.jsonl"     # training rows, one per logged step and run (metric_writer)
+EVAL_FILE = "eval.jsonl"           # evaluator passes over checkpoints, one row per step and run
+PROBE_FILE = "probes.jsonl"        # probe passes, one row per step, run and lambda (all layers)
+CHECKPOINT_DIR = "checkpoints"     # orbax, one folder per saved step
+PARAMS_FILE = "params.json"        # {"student": parameters of one run's student}, by training
+TENSORBOARD_DIR = "tensorboard"    # event files of the optional TensorBoard writer
+CURVES_FILE = "curves.png"         # learning curves drawn by the training binary
+EVAL_CURVE_FILE = "eval_ood_r2.png"  # OOD R^2 over checkpoints, drawn by the evaluate binary
+INDEX_FILE = "index.json"          # of a sweep dir: its programs and how they ran (sweeps/index)
 
 
 def config_dict(cfg: ml_collections.ConfigDict) -> dict:
@@ -161,3 +171,28 @@ def _acquire(workdir: str, wait_s: float) -> int:
   os.ftruncate(fd, 0)
   os.pwrite(fd, f"pid {os.getpid()} (host {socket.gethostname()}: {command})\n".encode(), 0)
   return fd
+
+
+def index_path(sweep_dir: str) -> str:
+  return os.path.join(sweep_dir, INDEX_FILE)
+
+
+def read_index(sweep_dir: str) -> dict:
+  """The index of a sweep dir ({} when there is none)."""
+  if not os.path.exists(index_path(sweep_dir)):
+    return {}
+  with open(index_path(sweep_dir)) as f:
+    return json.load(f)
+
+
+def located(sweep_dir: str, index: dict, recorded: str) -> str:
+  """Where a path the index records (a workdir, a log) is now, the sweep dir being `sweep_dir`:
+  relative paths are the sweep dir's; an absolute one under the sweep dir the index was written
+  in moves with it (an older index, since copied); one elsewhere that is gone, DIR/<basename>."""
+  if not os.path.isabs(recorded):
+    return os.path.join(sweep_dir, recorded)
+  inside = os.path.relpath(recorded, index.get("sweep_dir") or sweep_dir)
+  if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
+    return os.path.normpath(os.path.join(sweep_dir, inside))
+  return recorded if os.path.exists(recorded) else os.path.join(sweep_dir,
+                                                                 os.path.basename(recorded))

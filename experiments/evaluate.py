@@ -8,10 +8,14 @@
 Training artifacts are never modified. Exit status 2 with a message on a bad workdir or checkpoint.
 """
 
+import os
+
+import jax
 from absl import flags
 
 from compgen_jax import cli, passes
-from compgen_jax.analysis import report
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import plots, report
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -31,9 +35,12 @@ def main(argv):
   keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
   print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
                                               for r in rows]))
-  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{passes.EVAL_FILE}")
-  if len({r["step"] for r in rows}) > 1:
-    print(f"OOD R^2 over checkpoints: {_WORKDIR.value}/{passes.CURVE_FILE}")
+  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{workdir_lib.EVAL_FILE}")
+  if (len({r["step"] for r in rows}) > 1 and any("ood/r2" in r for r in rows)
+      and jax.process_index() == 0):
+    path = os.path.join(_WORKDIR.value, workdir_lib.EVAL_CURVE_FILE)
+    plots.curve_png(rows, path, key="ood/r2")
+    print(f"OOD R^2 over checkpoints: {path}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad
 from absl import flags
 
 from compgen_jax import cli, passes
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import report
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
@@ -24,7 +25,7 @@ def main(argv):
   cli.quiet_logging()
   rows = passes.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
   print(report.table(*passes.probe_table(rows)))
-  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{passes.PROBE_FILE}")
+  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{workdir_lib.PROBE_FILE}")
 
 
 if __name__ == "__main__":

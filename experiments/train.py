@@ -1,13 +1,16 @@
 """Trains all seeds and sweep values of a config in one program; resumes an existing workdir.
 
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
+  python experiments/train.py --config=configs/hyperteacher.py:paper --workdir=/x --print_config
 """
 
+import jax
 from absl import flags
 from ml_collections import config_flags
 
 from compgen_jax import cli
-from compgen_jax.analysis import report
+from compgen_jax.analysis import curves, report
+from compgen_jax.training import config as training_config
 from compgen_jax.training import loop
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
@@ -21,8 +24,10 @@ def main(argv):
   del argv
   cli.quiet_logging()
   rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  if jax.process_index() == 0:  # the workdir's one writer
+    curves.plot_curves(_WORKDIR.value)
   print(report.final_table(rows, _WORKDIR.value))
 
 
 if __name__ == "__main__":
-  cli.run(main)
+  cli.run(main, resolve=training_config.resolved)

@@ -23,8 +23,9 @@ def load_config(name: str, preset: str, **overrides):
   return cfg
 
 
-# What results/cpu/.gitignore keeps of a program workdir: the files analysis/load.py reads.
-COMMITTED_WORKDIR_FILES = ("config.json", "metrics.jsonl", "eval.jsonl", "probes.jsonl")
+# What results/cpu/.gitignore keeps of a program workdir: the files a report reads.
+COMMITTED_WORKDIR_FILES = ("config.json", "metrics.jsonl", "eval.jsonl", "probes.jsonl",
+                           "params.json")
 
 
 def committed_copy(sweep_dir: str, dest: str) -> str:

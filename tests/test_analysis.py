@@ -18,16 +18,16 @@ RUN = {"seed": 0, "frac_ood": 0.25, "learning_rate": 0.003, "weight_decay": 0.00
 def _fake_workdir(path: str, encoding: str, decod: list[float], ood: list[float],
                   eval_ood: list[float] | None = None) -> str:
   workdir_lib.prepare(path, load_config("hyperteacher", "tiny", **{"encoding.name": encoding}))
-  metric_writer.append_rows(os.path.join(path, load.METRICS_FILE), [
+  metric_writer.append_rows(os.path.join(path, workdir_lib.METRICS_FILE), [
       {"step": s, "run": r, **RUN, "ood/r2": o - (100 - s) / 100, "id/r2": 0.9}
       for s in (50, 100) for r, o in enumerate(ood)])
-  metric_writer.append_rows(os.path.join(path, load.PROBE_FILE), [
+  metric_writer.append_rows(os.path.join(path, workdir_lib.PROBE_FILE), [
       {"step": 100, "run": r, **RUN, "lambda": lam, "z/input/ood_r2": 1.0,
        "z/dense_0/ood_r2": d - 0.1, "z/dense_1/ood_r2": d, "z/best_layer": "dense_1",
        "z/best/ood_r2": d if lam == 1.0 else 0.0, "z/best/id_r2": d}
       for r, d in enumerate(decod) for lam in (1.0, 10.0)])
   if eval_ood is not None:
-    metric_writer.append_rows(os.path.join(path, load.EVAL_FILE), [
+    metric_writer.append_rows(os.path.join(path, workdir_lib.EVAL_FILE), [
         {"step": 100, "run": r, **RUN, "ood/r2": o} for r, o in enumerate(eval_ood)])
   return path
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from compgen_jax.tasks import combinatorics as cb
-from compgen_jax.tasks import hyperteacher
+from compgen_jax.tasks import latents
 from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
@@ -132,11 +132,11 @@ def test_device_bits_reach_module_31():
   assert bits_T.dtype == np.uint32 and int(bits_T[-1]) == (1 << 31) | (1 << 30) | (1 << 29)
   table = cb.task_table(M, K).astype(np.float32)
   assert table[:, 31].sum() == math.comb(31, 0) + math.comb(31, 1) + math.comb(31, 2)
-  np.testing.assert_array_equal(np.asarray(hyperteacher.khot_from_bits(bits_T, M)), table)
+  np.testing.assert_array_equal(np.asarray(latents.khot_from_bits(bits_T, M)), table)
   # int32 masks (the same bits, negative when bit 31 is set) read the same.
   as_int32 = np.asarray(bits_T).view(np.int32)
   assert (as_int32 < 0).sum() == table[:, 31].sum()
-  np.testing.assert_array_equal(np.asarray(hyperteacher.khot_from_bits(as_int32, M)), table)
+  np.testing.assert_array_equal(np.asarray(latents.khot_from_bits(as_int32, M)), table)
 
 
 def test_runs_take_up_to_32_modules():

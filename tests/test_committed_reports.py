@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import claims, sweep_report
-from compgen_jax.sweeps import index as index_lib
 from tests import helpers
 from tests.helpers import REPO
 
@@ -20,15 +20,15 @@ COMPARED = (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE)
 
 def has_rows(sweep_dir: str) -> bool:
   """The index lists a trained program whose workdir files are here (committed)."""
-  index = index_lib.read(sweep_dir)
-  return any(os.path.isfile(os.path.join(index_lib.located(sweep_dir, index, e["workdir"]),
+  index = workdir_lib.read_index(sweep_dir)
+  return any(os.path.isfile(os.path.join(workdir_lib.located(sweep_dir, index, e["workdir"]),
                                          helpers.COMMITTED_WORKDIR_FILES[0]))
              for e in index.get("programs", []) if sweep_report.trained(e))
 
 
 def committed_sweeps(results_dir: str = RESULTS) -> list[str]:
   return [os.path.basename(os.path.dirname(p))
-          for p in sorted(glob.glob(os.path.join(results_dir, "*", index_lib.INDEX_FILE)))
+          for p in sorted(glob.glob(os.path.join(results_dir, "*", workdir_lib.INDEX_FILE)))
           if has_rows(os.path.dirname(p))]
 
 
@@ -80,7 +80,7 @@ def test_regeneration_mechanics_on_the_tiny_sweep(tiny_sweep, tmp_path):
   # A sweep dir whose workdir files were not committed has nothing to regenerate.
   bare = str(tmp_path / "results" / "bare")
   os.makedirs(bare)
-  shutil.copy(os.path.join(committed, index_lib.INDEX_FILE), bare)
+  shutil.copy(os.path.join(committed, workdir_lib.INDEX_FILE), bare)
   assert committed_sweeps(str(tmp_path / "results")) == ["data_scaling"]
 
 

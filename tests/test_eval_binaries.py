@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from compgen_jax import metric_writer, passes
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import loop
 from compgen_jax.types import CheckpointError, ConfigError
 from tests.helpers import REPO, load_config
@@ -42,7 +43,7 @@ def test_standalone_reproduces_in_training_numbers_and_touches_nothing(workdir):
   before = _digests(workdir)
   rows = passes.evaluate_workdir(workdir, every=True)
   trained = {(r["step"], r["run"]): r for r in metric_writer.read_rows(
-      os.path.join(workdir, loop.METRICS_FILE)) if "ood/r2" in r}
+      os.path.join(workdir, workdir_lib.METRICS_FILE)) if "ood/r2" in r}
   assert sorted({r["step"] for r in rows}) == list(STEPS)
   for row in rows:
     ref = trained[(row["step"], row["run"])]
@@ -51,7 +52,7 @@ def test_standalone_reproduces_in_training_numbers_and_touches_nothing(workdir):
     assert "ood_h3/r2" in row and "ood/r2_q50" in row
   after = _digests(workdir)
   new = set(after) - set(before)
-  assert new == {passes.EVAL_FILE, passes.CURVE_FILE}
+  assert new == {workdir_lib.EVAL_FILE}  # the curve is the binary's (test below)
   assert {k: after[k] for k in before} == before
 
 
@@ -72,7 +73,8 @@ def _run(binary: str, *args: str) -> subprocess.CompletedProcess:
 def test_binaries_end_to_end(workdir, tmp_path):
   done = _run("evaluate.py", f"--workdir={workdir}", "--every", "--evaluators=id,ood")
   assert done.returncode == 0, done.stderr[-2000:]
-  assert "ood/r2" in done.stdout and os.path.exists(os.path.join(workdir, passes.CURVE_FILE))
+  assert "ood/r2" in done.stdout
+  assert os.path.exists(os.path.join(workdir, workdir_lib.EVAL_CURVE_FILE))
   done = _run("probe.py", f"--workdir={workdir}")
   assert done.returncode == 0, done.stderr[-2000:]
   assert "dense_0" in done.stdout
@@ -112,14 +114,14 @@ def test_missing_steps_and_checkpoints_are_clear_errors(workdir, tmp_path):
   with pytest.raises(ConfigError, match="either a step or every"):
     passes.evaluate_workdir(workdir, step=50, every=True)
   bare = _copy(workdir, tmp_path)
-  shutil.rmtree(os.path.join(bare, loop.CHECKPOINT_DIR))
+  shutil.rmtree(os.path.join(bare, workdir_lib.CHECKPOINT_DIR))
   with pytest.raises(CheckpointError, match="no checkpoint found"):
     passes.probe_workdir(bare)
 
 
 def test_corrupt_checkpoint_is_a_clear_error(workdir, tmp_path):
   bad = _copy(workdir, tmp_path)
-  for root, _, files in os.walk(os.path.join(bad, loop.CHECKPOINT_DIR, "100")):
+  for root, _, files in os.walk(os.path.join(bad, workdir_lib.CHECKPOINT_DIR, "100")):
     for name in files:
       if os.sep + "d" in root or name.endswith("ocdbt"):
         with open(os.path.join(root, name), "wb") as f:
@@ -140,42 +142,25 @@ def test_checkpoint_of_an_incompatible_config_is_a_clear_error(workdir, tmp_path
     passes.evaluate_workdir(bad, names=("id",))
 
 
-def test_workdir_from_an_earlier_version_gets_todays_defaults(workdir, tmp_path):
+@pytest.mark.parametrize("drop", ["evals", "probe", "encoding.keep_zeros"])
+def test_workdir_from_an_earlier_version_is_a_clear_error(workdir, tmp_path, drop):
+  """A config.json without a section or field of today's schema is refused, naming it, before
+  anything is compiled; the workdir is left alone."""
   old = _copy(workdir, tmp_path)
   path = os.path.join(old, "config.json")
   with open(path) as f:
     cfg = json.load(f)
-  del cfg["probe"], cfg["encoding"]["keep_zeros"]
+  section, _, key = drop.partition(".")
+  if key:
+    del cfg[section][key]
+  else:
+    del cfg[section]
   with open(path, "w") as f:
     json.dump(cfg, f)
-  wd = passes.open_workdir(old)
-  assert wd.cfg.encoding.keep_zeros is False and tuple(wd.cfg.probe.lambdas) == (1.0,)
-  with open(path) as f:
-    assert "probe" not in json.load(f)  # config.json itself is left alone
-
-
-def test_config_json_of_the_old_schema_is_still_evaluated(workdir, tmp_path):
-  """A workdir written before `evals` existed (train.evaluators / eval_every / eval_tasks,
-  probe.hotness_above / quantiles) is evaluated with those settings: the in-training numbers
-  again, and by-hotness levels and quantiles from its probe section."""
-  old = _copy(workdir, tmp_path)
-  path = os.path.join(old, "config.json")
-  with open(path) as f:
-    cfg = json.load(f)
-  evals = cfg.pop("evals")
-  cfg["train"].update(evaluators=["id", "ood"], eval_every=evals["id"]["every"],
-                      eval_tasks=evals["id"]["num_tasks"])
-  cfg["probe"].update(hotness_above=1, quantiles=[0.5])
-  with open(path, "w") as f:
-    json.dump(cfg, f)
-  rows = passes.evaluate_workdir(old, step=100)
-  trained = {r["run"]: r for r in metric_writer.read_rows(os.path.join(old, loop.METRICS_FILE))
-             if r["step"] == 100 and "ood/r2" in r}
-  for row in rows:
-    for key in ("id/r2", "ood/r2"):
-      assert row[key] == trained[row["run"]][key], key
-    assert "ood_h3/r2" in row and "ood_h4/r2" not in row  # K=2, hotness_above=1
-    assert sorted(k for k in row if "/r2_q" in k) == ["id/r2_q50", "ood/r2_q50"]
+  before = _digests(old)
+  with pytest.raises(ConfigError, match=rf"'{drop}'.*older version"):
+    passes.evaluate_workdir(old, names=("id",))
+  assert _digests(old) == before
 
 
 def test_rerunning_a_pass_replaces_its_rows(workdir, tmp_path):
@@ -183,8 +168,8 @@ def test_rerunning_a_pass_replaces_its_rows(workdir, tmp_path):
   other steps' rows stay (the mechanism the image passes use: replace_step_rows)."""
   wd = _copy(workdir, tmp_path)
   for run, name in ((lambda **kw: passes.evaluate_workdir(wd, names=("id",), **kw),
-                     passes.EVAL_FILE), (lambda **kw: passes.probe_workdir(wd, **kw),
-                                         passes.PROBE_FILE)):
+                     workdir_lib.EVAL_FILE), (lambda **kw: passes.probe_workdir(wd, **kw),
+                                         workdir_lib.PROBE_FILE)):
     path = os.path.join(wd, name)
     first = run(every=True)
     assert metric_writer.read_rows(path) == first and {r["step"] for r in first} == set(STEPS)

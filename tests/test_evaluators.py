@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics, splits
 from compgen_jax.tasks import registry as families
@@ -93,11 +94,14 @@ def test_classification_family_reports_accuracy_and_refuses_regression_only(tiny
   fake = families.REGISTRY["hyperteacher"]._replace(loss=_accuracy_loss)
   monkeypatch.setitem(families.REGISTRY, "fake_classes", fake)
   cfg = load_config("hyperteacher", "tiny", **{"task.family": "fake_classes"})
+  # ood_hotness follows the family's module_weights, r2_quantiles its regression loss.
+  assert evaluators.applicable(cfg) == ("id", "ood", "ood_hotness")
+  monkeypatch.setitem(families.REGISTRY, "fake_classes", fake._replace(module_weights=False))
   assert evaluators.applicable(cfg) == ("id", "ood")
   out = evaluators.make_evaluate(cfg, ("id",))(states, bits_T)
   assert set(out) == {"id/loss", "id/acc", "id/acc_all"}
   assert np.all(np.asarray(out["id/acc_all"]) <= np.asarray(out["id/acc"]))
-  with pytest.raises(ConfigError, match="hyperteacher family only"):
+  with pytest.raises(ConfigError, match="more than K modules"):
     evaluators.make_evaluate(cfg, ("ood_hotness",))
   with pytest.raises(ConfigError, match="regression"):
     evaluators.make_evaluate(cfg, ("r2_quantiles",))
@@ -155,7 +159,7 @@ def test_each_evaluator_runs_at_its_own_cadence_and_all_at_the_last_step(tmp_pat
                                      "ood_hotness": {"num_tasks": 16}},
                     **{"num_seeds": 1, "train.num_steps": 250, "train.checkpoint_every": 250})
   loop.train_and_evaluate(cfg, str(tmp_path / "wd"))
-  rows = metric_writer.read_rows(str(tmp_path / "wd" / loop.METRICS_FILE))
+  rows = metric_writer.read_rows(str(tmp_path / "wd" / workdir_lib.METRICS_FILE))
 
   def steps_with(key):
     return sorted(r["step"] for r in rows if key in r)
@@ -177,18 +181,8 @@ def test_num_tasks_is_per_evaluator(tiny):
   assert not np.any(np.asarray(out["ood/r2"]) == np.asarray(base["ood/r2"]))
 
 
-def test_old_schema_fields_are_read_as_evals():
-  """A config from before `evals` (train.evaluators / eval_every / eval_tasks, probe.hotness_above
-  / quantiles) gives the entries those fields meant, also for evaluators it did not list."""
+def test_a_config_without_evals_is_a_clear_error():
   cfg = load_config("hyperteacher", "tiny").to_dict()
   del cfg["evals"]
-  cfg["train"].update(evaluators=("id", "ood"), eval_every=100, eval_tasks=64)
-  cfg["probe"].update(hotness_above=1, quantiles=(0.5,))
-  cfg = ml_collections.ConfigDict(cfg)
-  evals = evaluators.evals_config(cfg)
-  assert evals.to_dict() == {"id": {"every": 100, "num_tasks": 64},
-                             "ood": {"every": 100, "num_tasks": 64}}
-  hot = evaluators.evals_config(cfg, ("ood_hotness",)).ood_hotness
-  assert (hot.num_tasks, hot.hotness_above) == (64, 1)
-  evaluators.validate(cfg)
-  assert evaluators.due(cfg, 100) == ("id", "ood") and evaluators.due(cfg, 50) == ()
+  with pytest.raises(ConfigError, match="'evals'.*older version"):
+    evaluators.validate(ml_collections.ConfigDict(cfg))

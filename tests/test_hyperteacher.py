@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from compgen_jax import rng
-from compgen_jax.tasks import combinatorics, hyperteacher
+from compgen_jax.tasks import combinatorics, hyperteacher, latents
 from compgen_jax.types import ConfigError
 
 
@@ -36,8 +36,8 @@ def _numpy_teacher(params, z, x, K):
 def test_teacher_equals_numpy_formula():
   cfg = _cfg()
   params = hyperteacher.init(jax.random.key(0), cfg)
-  khot = hyperteacher.khot_from_bits(jnp.asarray([0b000011, 0b100000, 0b010100]), 6)
-  z = hyperteacher.sample_latent(jax.random.key(1), khot, "discrete")
+  khot = latents.khot_from_bits(jnp.asarray([0b000011, 0b100000, 0b010100]), 6)
+  z = latents.sample_latent(jax.random.key(1), khot, "discrete")
   x = jax.random.uniform(jax.random.key(2), (3, 4, 5), minval=-1, maxval=1)
   got = hyperteacher.apply(params, z, x, cfg.max_hotness)
   np.testing.assert_allclose(got, _numpy_teacher(params, z, x, 2), rtol=1e-5, atol=1e-5)
@@ -113,7 +113,7 @@ def test_teacher_statistics_match_independent_reimplementation():
   for s in range(6):
     params = hyperteacher.init(jax.random.key(s), cfg)
     idx = jax.random.randint(jax.random.key(100 + s), (1024,), 0, bits.shape[0])
-    batch = hyperteacher.sample_batch(params, hyperteacher.khot_from_bits(bits[idx], M),
+    batch = hyperteacher.sample_batch(params, latents.khot_from_bits(bits[idx], M),
                                       jax.random.key(200 + s), cfg)
     y = np.asarray(batch.y, np.float64)
     ours.append((y.var(axis=1).mean(), y.std()))
@@ -136,16 +136,16 @@ def test_weights_and_biases_use_separate_streams():
   assert not np.allclose(params["theta"][0], other["theta"][0])
 
 
-@pytest.mark.parametrize("kind", hyperteacher.WEIGHT_KINDS)
+@pytest.mark.parametrize("kind", latents.WEIGHT_KINDS)
 def test_latent_kinds(kind):
-  khot = hyperteacher.khot_from_bits(jnp.arange(1, 64), 6)
-  z = np.asarray(hyperteacher.sample_latent(jax.random.key(3), khot, kind))
+  khot = latents.khot_from_bits(jnp.arange(1, 64), 6)
+  z = np.asarray(latents.sample_latent(jax.random.key(3), khot, kind))
   active = np.asarray(khot) > 0
   assert np.all(z[~active] == 0)
   if kind == "khot":
     assert np.all(z[active] == 1)
   elif kind == "discrete":
-    allowed = set(np.round(hyperteacher.DISCRETE_WEIGHTS, 4))
+    allowed = set(np.round(latents.DISCRETE_WEIGHTS, 4))
     assert set(np.round(z[active].astype(float), 4)) <= allowed
   else:
     assert np.all((z[active] > 0.5) & (z[active] < 1.0))
@@ -155,7 +155,7 @@ def test_multi_layer_teacher_shapes():
   cfg = _cfg(num_hidden_layers=3)
   params = hyperteacher.init(jax.random.key(0), cfg)
   assert len(params["theta"]) == 3
-  khot = hyperteacher.khot_from_bits(jnp.asarray([3, 5]), 6)
+  khot = latents.khot_from_bits(jnp.asarray([3, 5]), 6)
   batch = hyperteacher.sample_batch(params, khot, jax.random.key(1), cfg, num_shots=10)
   assert batch.y.shape == (2, 4, 3)
   assert batch.context.shape == (2, 10, 8)
@@ -168,9 +168,18 @@ def test_train_test_ood_streams_differ():
   assert len(set(data.values())) == len(names)
   cfg = _cfg()
   params = hyperteacher.init(key, cfg)
-  khot = hyperteacher.khot_from_bits(jnp.asarray([3, 5]), 6)
+  khot = latents.khot_from_bits(jnp.asarray([3, 5]), 6)
   xs = [hyperteacher.sample_batch(params, khot, rng.stream(key, n), cfg).x for n in names[:3]]
   assert not np.allclose(xs[0], xs[1]) and not np.allclose(xs[1], xs[2])
+  # Every stream has its own constant, and a name outside rng.STREAMS is refused (a typo would
+  # otherwise open a new stream silently); "name/<suffix>" streams share the name's entry.
+  assert len({rng.stream_id(n) for n in rng.STREAMS}) == len(rng.STREAMS)
+  with pytest.raises(ValueError, match="unknown random stream 'tran'"):
+    rng.stream(key, "tran")
+  assert not np.array_equal(jax.random.key_data(rng.stream(key, "task/a")),
+                            jax.random.key_data(rng.stream(key, "task/b")))
+  with pytest.raises(ValueError, match="unknown random stream"):
+    rng.stream(key, "tasks/a")
 
 
 def test_bad_task_config_raises():

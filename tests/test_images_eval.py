@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import probes as ridge
 from compgen_jax.images import analysis, evaluate, probes, sampler, scenes
 from compgen_jax.images import model as model_lib
@@ -92,26 +93,26 @@ def workdir(tmp_path_factory):
 
 
 def test_binary_trains_evaluates_probes_and_reports(workdir):
-  for name in ("config.json", "metrics.jsonl", "checkpoints", evaluate.EVAL_FILE,
-               probes.PROBE_FILE, "report.md", "success_vs_coverage.png", "timings.jsonl"):
+  for name in ("config.json", "metrics.jsonl", "checkpoints", workdir_lib.EVAL_FILE,
+               workdir_lib.PROBE_FILE, "report.md", "success_vs_coverage.png", "timings.jsonl"):
     assert os.path.exists(os.path.join(workdir, name)), name
   assert len(os.listdir(os.path.join(workdir, evaluate.GRID_DIR))) == 2  # seed 0, two coverages
-  rows = metric_writer.read_rows(os.path.join(workdir, evaluate.EVAL_FILE))
+  rows = metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE))
   assert len(rows) == 4 and all(0.0 <= r["ood/success"] <= 1.0 for r in rows)
-  prows = metric_writer.read_rows(os.path.join(workdir, probes.PROBE_FILE))
+  prows = metric_writer.read_rows(os.path.join(workdir, workdir_lib.PROBE_FILE))
   assert len(prows) == 4 and all(0.0 <= r["probe/all/t1/ood_acc"] <= 1.0 for r in prows)
 
 
 def test_evaluation_from_the_checkpoint_reproduces_the_rows(workdir):
   cfg = load_config("images", "tiny")
-  before = metric_writer.read_rows(os.path.join(workdir, evaluate.EVAL_FILE))
+  before = metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE))
   again = evaluate.evaluate_workdir(cfg, workdir, grids=False)
   as_float = lambda v: float(v) if isinstance(v, str | float | int) else v  # jsonl's "nan"
   assert [r.keys() for r in again] == [r.keys() for r in before]
   for new, old in zip(again, before, strict=True):
     np.testing.assert_array_equal([as_float(v) for v in new.values()],
                                   [as_float(v) for v in old.values()])
-  assert metric_writer.read_rows(os.path.join(workdir, evaluate.EVAL_FILE)) == before
+  assert metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE)) == before
 
 
 @pytest.mark.parametrize("override, field", [

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from compgen_jax import checkpointing, metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import train
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
@@ -45,7 +46,7 @@ def test_checkpoint_round_trip(cfg, tmp_path):
   state = train.jitted_init(cfg)(*train.init_inputs(cfg, train.run_info(cfg, grid)))
   state = state.replace(step=state.step + 7)
   expected = jax.tree.map(np.asarray, state)  # the state is donated to nothing: copy anyway
-  mngr = checkpointing.manager(str(tmp_path / train.CHECKPOINT_DIR))
+  mngr = checkpointing.manager(str(tmp_path / workdir_lib.CHECKPOINT_DIR))
   checkpointing.save(mngr, 7, state)
   mngr.close()
   step, restored = train.restore(cfg, str(tmp_path))
@@ -57,9 +58,9 @@ def test_resumed_run_equals_uninterrupted_and_loss_falls(cfg, tmp_path):
   full, part = str(tmp_path / "full"), str(tmp_path / "part")
   train.train(cfg, full)
   train.train(cfg, part, stop_after=cfg.train.checkpoint_every)
-  assert checkpointing.available_steps(os.path.join(part, train.CHECKPOINT_DIR)) == [50]
+  assert checkpointing.available_steps(os.path.join(part, workdir_lib.CHECKPOINT_DIR)) == [50]
   train.train(cfg, part)
-  rows = {d: metric_writer.read_rows(os.path.join(d, metric_writer.METRICS_FILE))
+  rows = {d: metric_writer.read_rows(os.path.join(d, workdir_lib.METRICS_FILE))
           for d in (full, part)}
   assert rows[full] == rows[part]
   _, a = train.restore(cfg, full)

@@ -26,10 +26,10 @@ def test_kills_before_the_first_checkpoint_leave_no_extra_rows(tmp_path):
   cfg = _cfg()
   clean = str(tmp_path / "clean")
   loop.train_and_evaluate(cfg, clean)
-  want = metric_writer.read_rows(os.path.join(clean, loop.METRICS_FILE))
+  want = metric_writer.read_rows(os.path.join(clean, workdir_lib.METRICS_FILE))
   killed = str(tmp_path / "killed")
   workdir_lib.prepare(killed, cfg)
-  path = os.path.join(killed, loop.METRICS_FILE)
+  path = os.path.join(killed, workdir_lib.METRICS_FILE)
   for _ in range(3):  # three attempts that died after writing 50 steps
     metric_writer.append_rows(path, want[:50])
   with open(path, "a") as f:

@@ -15,6 +15,7 @@ from tensorboardX.proto.event_pb2 import Event, SessionLog
 from tensorboardX.record_writer import masked_crc32c
 
 from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import loop
 from compgen_jax.training import step as step_lib
 from compgen_jax.types import ConfigError, NonFiniteError
@@ -86,7 +87,7 @@ def expected_scalars(rows: list[dict], run: int) -> dict[str, list[tuple[int, fl
 
 def tensorboard_runs(workdir: str) -> dict[int, str]:
   """run index -> its event directory."""
-  tb = os.path.join(workdir, metric_writer.TENSORBOARD_DIR)
+  tb = os.path.join(workdir, workdir_lib.TENSORBOARD_DIR)
   return {int(name.split("_")[1]): os.path.join(tb, name) for name in os.listdir(tb)}
 
 
@@ -110,7 +111,7 @@ def test_crc_is_crc32c():
 
 
 def test_tensorboard_has_every_jsonl_value(uninterrupted, both_cfg):
-  rows = metric_writer.read_rows(os.path.join(uninterrupted, loop.METRICS_FILE))
+  rows = metric_writer.read_rows(os.path.join(uninterrupted, workdir_lib.METRICS_FILE))
   dirs = tensorboard_runs(uninterrupted)
   assert sorted(os.path.basename(d) for d in dirs.values()) == ["run_0_seed0", "run_1_seed1"]
   for run, run_dir in dirs.items():
@@ -126,8 +127,8 @@ def test_default_writes_no_tensorboard(tmp_path):
   cfg = load_config("hyperteacher", "tiny")
   assert tuple(cfg.train.writers) == ("jsonl",)
   loop.train_and_evaluate(cfg, str(tmp_path), stop_after=100)
-  assert os.path.exists(tmp_path / loop.METRICS_FILE)
-  assert not os.path.exists(tmp_path / metric_writer.TENSORBOARD_DIR)
+  assert os.path.exists(tmp_path / workdir_lib.METRICS_FILE)
+  assert not os.path.exists(tmp_path / workdir_lib.TENSORBOARD_DIR)
 
 
 def test_resumed_curves_equal_uninterrupted(uninterrupted, both_cfg, tmp_path, monkeypatch):
@@ -191,7 +192,7 @@ def test_run_names_and_attempt_order(tmp_path):
   files = event_files(dirs[1])
   assert [os.path.basename(f).split(".")[3] for f in files] == ["0000", "0001"]
   assert scalars(dirs[1]) == {"train/loss": [(10, 2.0)]}
-  assert len(metric_writer.read_rows(str(tmp_path / loop.METRICS_FILE))) == 4
+  assert len(metric_writer.read_rows(str(tmp_path / workdir_lib.METRICS_FILE))) == 4
 
 
 @pytest.mark.parametrize("writers, match", [

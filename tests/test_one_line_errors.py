@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from compgen_jax import checkpointing
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import loop, runs
 from compgen_jax.types import CheckpointError
 from tests.helpers import REPO, load_config
@@ -61,7 +62,7 @@ def test_an_unknown_preset(binary, config, tmp_path):
 
 def test_a_garbage_line_inside_metrics_jsonl(trained, tmp_path):
   workdir = shutil.copytree(trained, tmp_path / "w")
-  path = os.path.join(workdir, loop.METRICS_FILE)
+  path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   lines = open(path).read().splitlines(keepends=True)
   with open(path, "w") as f:
     f.writelines(lines[:3] + ["garbage\n"] + lines[3:])
@@ -72,24 +73,25 @@ def test_a_garbage_line_inside_metrics_jsonl(trained, tmp_path):
 @pytest.mark.parametrize("binary", ["train.py", "evaluate.py"])
 def test_a_file_deleted_from_the_latest_checkpoint(binary, trained, tmp_path):
   workdir = shutil.copytree(trained, tmp_path / "w")
-  step_dir = os.path.join(workdir, loop.CHECKPOINT_DIR, "100")
+  step_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR, "100")
   data = os.path.join(step_dir, "default", "ocdbt.process_0", "d")
   for name in os.listdir(data):
     os.remove(os.path.join(data, name))
   flags = TRAIN_FLAGS if binary == "train.py" else ()
   stderr = _one_line(_binary(binary, *flags, f"--workdir={workdir}"), "step 100",
-                     os.path.join(workdir, loop.CHECKPOINT_DIR), "(missing)", "Step 50 is intact")
+                     os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), "(missing)",
+                     "Step 50 is intact")
   assert "Exception ignored" not in stderr
 
 
 def test_a_truncated_file_is_named_before_orbax_reads_it(trained, tmp_path):
   workdir = str(shutil.copytree(trained, tmp_path / "w"))
-  manifest = os.path.join(workdir, loop.CHECKPOINT_DIR, "100", "default", "manifest.ocdbt")
+  manifest = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR, "100", "default", "manifest.ocdbt")
   with open(manifest, "r+b") as f:
     f.truncate(os.path.getsize(manifest) // 2)
   abstract = loop.abstract_state(_CFG, runs.run_grid(_CFG))
   with pytest.raises(CheckpointError, match=r"step 100 .*default/manifest.ocdbt \(\d+ bytes"):
-    checkpointing.restore(os.path.join(workdir, loop.CHECKPOINT_DIR), abstract)
+    checkpointing.restore(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), abstract)
 
 
 def test_letters_width_zero_names_model_width(tmp_path):

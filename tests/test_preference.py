@@ -10,7 +10,7 @@ import pytest
 from compgen_jax import run_state
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.tasks import gridworld as gw
-from compgen_jax.tasks import hyperteacher, losses, preference
+from compgen_jax.tasks import latents, losses, preference
 from compgen_jax.tasks import registry as families
 from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
@@ -30,7 +30,7 @@ def sampled():
   cfg = _cfg()
   params = preference.init(jax.random.key(0), cfg)
   bits = jax.random.randint(jax.random.key(1), (B,), 1, 2 ** M)
-  khot = hyperteacher.khot_from_bits(bits, M)
+  khot = latents.khot_from_bits(bits, M)
   sample = jax.jit(lambda k: preference.sample_batch(params, khot, k, cfg))
   return cfg, params, khot, sample, sample(jax.random.key(2))
 
@@ -50,7 +50,7 @@ def test_latent_is_weighted_khot_without_sqrt_k(sampled):
   _, _, khot, _, batch = sampled
   np.testing.assert_array_equal(batch.z > 0, khot > 0)
   active = np.asarray(batch.z)[np.asarray(khot) > 0]
-  gap = np.abs(active[:, None] - hyperteacher.DISCRETE_WEIGHTS[None, :]).min(1)
+  gap = np.abs(active[:, None] - latents.DISCRETE_WEIGHTS[None, :]).min(1)
   assert (gap < 1e-6).all()  # no 1/sqrt(K) scaling, unlike the hyperteacher
 
 

@@ -24,6 +24,7 @@ from compgen_jax.analysis import (
 from compgen_jax.analysis import sections_support as support
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.tasks import combinatorics
+from compgen_jax.types import DataError
 from tests.helpers import load_config
 
 R2 = (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),)
@@ -220,16 +221,20 @@ def test_model_size_and_encoding_table(tmp_path):
   assert "MLP 4x128" in few["note"] and (tmp_path / "encoding_table.png").exists()
 
 
-def _student_workdir(path: str, **overrides) -> str:
+def _student_workdir(path: str, params: int, **overrides) -> str:
+  """A planted workdir: its config and the params.json training writes."""
   workdir_lib.prepare(path, load_config("hyperteacher", "tiny", **overrides))
+  with open(os.path.join(path, workdir_lib.PARAMS_FILE), "w") as f:
+    json.dump({"student": params}, f)
   return path
 
 
 @pytest.mark.parametrize("seeds, gap, verdict", [(3, 0.2, "shown"), (3, 0.0, "not shown"),
                                                  (1, 0.2, "not judged")])
 def test_transformer_vs_mlp(tmp_path, seeds, gap, verdict):
-  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), **{"student.name": "transformer"}),
-              "mlp": _student_workdir(str(tmp_path / "mlp"), **{"student.width": 124})}
+  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), 17_000,
+                                 **{"student.name": "transformer"}),
+              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.width": 124})}
   rng = np.random.default_rng(9)
   rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",
            "n_train": n, "seed": s, "id/r2": 1.0,
@@ -240,6 +245,11 @@ def test_transformer_vs_mlp(tmp_path, seeds, gap, verdict):
   assert "parameter counts matched" in text and "ID R^2 | OOD R^2 | ID - OOD" in text
   # OOD <= 0.48 < 0.9 x ID everywhere: neither reaches the target, nothing to order
   assert needed["verdict"] == "not judged" and "not reached" in needed["ours"]
+  assert "17,000 vs 17,100" in text
+  os.remove(os.path.join(workdirs["mlp"], workdir_lib.PARAMS_FILE))
+  sections_students.num_params.cache_clear()
+  with pytest.raises(DataError, match="params.json: missing"):
+    sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
 
 
 def test_fewer_tasks_needed():
@@ -258,8 +268,9 @@ def test_fewer_tasks_needed():
 
 
 def test_transformer_vs_mlp_tasks_needed(tmp_path):
-  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), **{"student.name": "transformer"}),
-              "mlp": _student_workdir(str(tmp_path / "mlp"), **{"student.width": 124})}
+  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), 17_000,
+                                 **{"student.name": "transformer"}),
+              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.width": 124})}
   rng = np.random.default_rng(11)
   # OOD / ID crosses 0.9 near 11 tasks for the transformer and near 22 for the MLP
   rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",

@@ -28,6 +28,7 @@ _SCRIPT = """
 import json, os, sys
 import jax
 from compgen_jax import checkpointing, metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import loop, runs, sharding
 from compgen_jax.training import step as step_lib
 from tests.helpers import load_config
@@ -57,7 +58,7 @@ for job, workdir, stop_after in json.loads(sys.argv[2]):
                     "probe": passes.probe_workdir(workdir)}
   else:
     loop.train_and_evaluate(cfg, workdir, stop_after)
-    out[workdir] = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+    out[workdir] = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
 print(json.dumps(out))
 """
 

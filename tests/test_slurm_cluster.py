@@ -18,7 +18,7 @@ import time
 import pytest
 
 from compgen_jax import checkpointing, metric_writer
-from compgen_jax.sweeps import index as index_lib
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps import launch, slurm, spec
 from compgen_jax.training import loop
 from tests import slurm_cluster
@@ -109,11 +109,11 @@ def _read(path) -> str:
 
 
 def _entries(sweep_dir) -> dict:
-  return {e["name"]: e for e in index_lib.read(str(sweep_dir))["programs"]}
+  return {e["name"]: e for e in workdir_lib.read_index(str(sweep_dir))["programs"]}
 
 
 def _rows(workdir) -> list[dict]:
-  return metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+  return metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
 
 
 def test_job_array_runs_every_program_and_a_rerun_submits_nothing(cluster, sweep_file,
@@ -150,7 +150,7 @@ def test_requeued_job_resumes_to_the_uninterrupted_metrics(cluster, sweep_file, 
   sweep_dir = tmp_path / "requeue"
   program = spec.load(f"{sweep_file}:long", str(sweep_dir)).programs[0]
   sweep = _start_sweep(f"{sweep_file}:long", sweep_dir)
-  checkpoints = os.path.join(program.workdir, loop.CHECKPOINT_DIR)
+  checkpoints = os.path.join(program.workdir, workdir_lib.CHECKPOINT_DIR)
   deadline = time.monotonic() + TIMEOUT_S
   while not checkpointing.available_steps(checkpoints) and time.monotonic() < deadline:
     time.sleep(0.05)

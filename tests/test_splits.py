@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compgen_jax.tasks import combinatorics as cb
-from compgen_jax.tasks import hyperteacher, splits
+from compgen_jax.tasks import latents, splits
 from compgen_jax.tasks import supports as sp
 from compgen_jax.training import loop, runs
 from tests.helpers import load_config
@@ -93,7 +93,7 @@ def test_m32_k7_table_split_and_draws():
   train, _ = sp.split_masks("random", jax.random.key_data(jax.random.key(5)), M, K, 0.9)
   assert train[idx].all()
   device_bits = jnp.asarray(bits.astype(np.uint32))[idx]
-  khot = np.asarray(hyperteacher.khot_from_bits(device_bits, M))
+  khot = np.asarray(latents.khot_from_bits(device_bits, M))
   members = cb.task_members(M, K)[idx]
   assert all(set(np.flatnonzero(row)) == set(m) for row, m in zip(khot, members, strict=True))
   assert khot[:, 31].any()

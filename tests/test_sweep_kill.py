@@ -10,8 +10,6 @@ import time
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.sweeps import index as index_lib
-from compgen_jax.training import loop
 from tests.helpers import REPO
 
 SWEEP_CONFIG = '''
@@ -52,7 +50,7 @@ def test_killing_the_sweep_alone_then_rerunning_matches_an_uninterrupted_sweep(t
                            stderr=subprocess.DEVNULL)
   program = os.path.join(killed, "width-8")
   deadline = time.monotonic() + 240
-  while not checkpointing.available_steps(os.path.join(program, loop.CHECKPOINT_DIR)):
+  while not checkpointing.available_steps(os.path.join(program, workdir_lib.CHECKPOINT_DIR)):
     assert sweep.poll() is None and time.monotonic() < deadline, "no checkpoint came"
     time.sleep(0.05)
   with open(os.path.join(program, workdir_lib.LOCK_FILE)) as f:
@@ -70,9 +68,9 @@ def test_killing_the_sweep_alone_then_rerunning_matches_an_uninterrupted_sweep(t
   assert "start  width-8" in log  # the program was unfinished: the re-run resumed it
   out, _ = reference.communicate(timeout=300)
   assert reference.returncode == 0, out[-3000:]
-  rows = metric_writer.read_rows(os.path.join(program, loop.METRICS_FILE))
-  want = metric_writer.read_rows(os.path.join(clean, "width-8", loop.METRICS_FILE))
+  rows = metric_writer.read_rows(os.path.join(program, workdir_lib.METRICS_FILE))
+  want = metric_writer.read_rows(os.path.join(clean, "width-8", workdir_lib.METRICS_FILE))
   assert len(want) == 1500 // 10  # one row per log_every=10 steps, one run
   assert rows == want  # same rows, same count, same values: resumed bit for bit
-  entry, = index_lib.read(killed)["programs"]
+  entry, = workdir_lib.read_index(killed)["programs"]
   assert entry["status"] == "done" and entry["exit_code"] == 0

@@ -13,7 +13,7 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import aggregate, load, sweep_report
+from compgen_jax.analysis import aggregate, sweep_report
 from compgen_jax.sweeps import index as index_lib
 from compgen_jax.sweeps import spec
 from compgen_jax.tasks import combinatorics
@@ -51,7 +51,7 @@ def _fake_sweep(root, experiment: str, base: str, programs: list[tuple[dict, lis
     cfg = spec.program_config(spec.resolve_base(base), name, overrides)
     wd = os.path.join(sweep_dir, name)
     workdir_lib.prepare(wd, cfg)
-    metric_writer.append_rows(os.path.join(wd, load.METRICS_FILE), [
+    metric_writer.append_rows(os.path.join(wd, workdir_lib.METRICS_FILE), [
         {"step": cfg.train.num_steps, "run": i, "seed": i, "frac_ood": 0.25,
          "learning_rate": 0.003, "weight_decay": 0.003, **run} for i, run in enumerate(planted)])
     entries.append({"name": name, "overrides": overrides, "workdir": wd,
@@ -134,9 +134,9 @@ def test_encoding_table_and_decodability(tmp_path):
     planted = [{"n_train": 12, "ood/r2": 0.5 + 0.1 * i + 0.01 * s} for s in range(3)]
     programs.append(({"encoding.name": enc, "student.width": 32}, planted))
   sweep_dir = _fake_sweep(tmp_path, "model_size", "configs/hyperteacher.py:tiny", programs)
-  for entry in index_lib.read(sweep_dir)["programs"]:  # decodability = OOD R^2 - 0.1
-    rows = metric_writer.read_rows(os.path.join(entry["workdir"], load.METRICS_FILE))
-    metric_writer.append_rows(os.path.join(entry["workdir"], load.PROBE_FILE), [
+  for entry in workdir_lib.read_index(sweep_dir)["programs"]:  # decodability = OOD R^2 - 0.1
+    rows = metric_writer.read_rows(os.path.join(entry["workdir"], workdir_lib.METRICS_FILE))
+    metric_writer.append_rows(os.path.join(entry["workdir"], workdir_lib.PROBE_FILE), [
         {**r, "lambda": 1.0, "z/best/ood_r2": r["ood/r2"] - 0.1, "z/input/ood_r2": 1.0}
         for r in rows])
   text = _report(sweep_dir)
@@ -162,7 +162,7 @@ def test_unfinished_programs_are_listed_not_reported(tmp_path):
   planted = [{"n_train": n, "ood/r2": n / 20} for n in (8, 12)]
   sweep_dir = _fake_sweep(tmp_path, "data_scaling", "configs/hyperteacher.py:tiny", [
       ({"task.num_modules": 5}, planted), ({"task.num_modules": 6}, planted)])
-  index = index_lib.read(sweep_dir)
+  index = workdir_lib.read_index(sweep_dir)
   index["programs"][1].update(status="failed", exit_code=2, stage="train", log="L.log")
   index_lib.write(sweep_dir, index)
   text = _report(sweep_dir)
@@ -220,7 +220,7 @@ def test_tiny_sweep_end_to_end(tiny_sweep, tmp_path):
 
 def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
   # A clone of results/ holds index.json and the programs' small files, elsewhere.
-  index = index_lib.read(tiny_sweep)
+  index = workdir_lib.read_index(tiny_sweep)
   assert {e["workdir"] for e in index["programs"]} == {p.name for p in spec.load(
       f"{REPO}/configs/sweeps/data_scaling.py:tiny", tiny_sweep).programs}  # relative
   original = _report_file(sweep_report.write_report(tiny_sweep, str(tmp_path / "original")))
@@ -239,10 +239,10 @@ def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
 def test_older_absolute_paths_are_found_after_a_move(tmp_path):
   moved = str(tmp_path / "new" / "s")
   old = {"sweep_dir": "/gone/repo/results/cpu/s"}
-  assert index_lib.located(moved, old, "M5_K2") == f"{moved}/M5_K2"
-  assert index_lib.located(moved, old, "/gone/repo/results/cpu/s/M5_K2") == f"{moved}/M5_K2"
-  assert index_lib.located(moved, old, "/gone/elsewhere/M5_K2") == f"{moved}/M5_K2"
-  assert index_lib.located(moved, old, str(tmp_path)) == str(tmp_path)  # still there
+  assert workdir_lib.located(moved, old, "M5_K2") == f"{moved}/M5_K2"
+  assert workdir_lib.located(moved, old, "/gone/repo/results/cpu/s/M5_K2") == f"{moved}/M5_K2"
+  assert workdir_lib.located(moved, old, "/gone/elsewhere/M5_K2") == f"{moved}/M5_K2"
+  assert workdir_lib.located(moved, old, str(tmp_path)) == str(tmp_path)  # still there
   # An index without `repo` (written before it was recorded), now in a clone elsewhere.
   clone_dir = os.path.join(REPO, "results", "cpu", "s")
   assert sweep_report.launch_repo(old, clone_dir) == "/gone/repo"
@@ -256,7 +256,8 @@ def test_older_absolute_paths_are_found_after_a_move(tmp_path):
 def test_results_gitignore_keeps_what_a_report_reads():
   # The files load.py reads are the ones tests.helpers.committed_copy keeps ...
   assert set(helpers.COMMITTED_WORKDIR_FILES) == {
-      workdir_lib.CONFIG_FILE, load.METRICS_FILE, load.EVAL_FILE, load.PROBE_FILE}
+      workdir_lib.CONFIG_FILE, workdir_lib.METRICS_FILE, workdir_lib.EVAL_FILE,
+      workdir_lib.PROBE_FILE, workdir_lib.PARAMS_FILE}
 
   def ignored(path: str) -> bool:
     done = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)

@@ -11,7 +11,6 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.sweeps import index as index_lib
 from compgen_jax.sweeps import launch, slurm, spec
 from compgen_jax.sweeps import program as program_lib
 from compgen_jax.types import ConfigError
@@ -134,7 +133,7 @@ def test_dry_run_prints_commands_and_writes_nothing(sweep_file, tmp_path, capsys
 
 def test_local_run_makes_a_workdir_per_program_and_the_index(two_done, sweep_file):
   sweep_dir, result = two_done
-  index = index_lib.read(sweep_dir)
+  index = workdir_lib.read_index(sweep_dir)
   assert index["spec"] == f"{sweep_file}:two" and index["base"] == "configs/hyperteacher.py:tiny"
   entries = _programs(index)
   assert sorted(entries) == ["width-16", "width-8"]
@@ -146,7 +145,7 @@ def test_local_run_makes_a_workdir_per_program_and_the_index(two_done, sweep_fil
     assert os.path.isdir(os.path.join(program.workdir, "checkpoints", "200"))
     # Recorded relative to the sweep dir, so a copy of it (a clone of results/) reads the same.
     assert (entry["workdir"], entry["log"]) == (program.name, f"logs/{program.name}.log")
-    assert "train:" in open(index_lib.located(sweep_dir, index, entry["log"])).read()
+    assert "train:" in open(workdir_lib.located(sweep_dir, index, entry["log"])).read()
     # train.py read back exactly the config the launcher validated.
     cfg = spec.program_config(spec.resolve_base(sweep.base), program.name,
                               {**sweep.overrides, **program.overrides})
@@ -163,7 +162,7 @@ def test_rerun_skips_finished_programs(two_done, sweep_file):
   assert again.returncode == 0, again.stderr[-2000:]
   assert "skip    width-8" in again.stdout and "start" not in again.stdout
   assert os.path.getmtime(metrics) == mtime
-  entries = _programs(index_lib.read(sweep_dir))
+  entries = _programs(workdir_lib.read_index(sweep_dir))
   assert all(e["skipped"] and e["status"] == "done" and e["wall_s"] > 0 for e in entries.values())
 
 
@@ -196,7 +195,7 @@ def test_interrupted_program_resumes_to_the_uninterrupted_metrics(two_done, swee
   assert "start  width-8" in result.stdout and "skip    width-16" in result.stdout
   rows = metric_writer.read_rows(os.path.join(sweep_dir, "width-8", "metrics.jsonl"))
   assert rows == metric_writer.read_rows(os.path.join(done_dir, "width-8", "metrics.jsonl"))
-  entries = _programs(index_lib.read(sweep_dir))
+  entries = _programs(workdir_lib.read_index(sweep_dir))
   assert not entries["width-8"]["skipped"] and entries["width-16"]["skipped"]
 
 
@@ -205,7 +204,7 @@ def test_failed_program_is_recorded_and_the_others_run(sweep_file, tmp_path):
   result = _sweep(f"--config={sweep_file}:failing", f"--sweep_dir={sweep_dir}", "--parallel=2")
   assert result.returncode == 1
   assert "width-16_learning_rate-1e" in result.stderr and "exit 2" in result.stderr
-  entries = _programs(index_lib.read(str(sweep_dir)))
+  entries = _programs(workdir_lib.read_index(str(sweep_dir)))
   failed = entries["width-16_learning_rate-1e+30"]
   assert (failed["status"], failed["exit_code"], failed["stage"]) == ("failed", 2, "train")
   assert "non-finite" in open(sweep_dir / failed["log"]).read()
@@ -219,7 +218,7 @@ def test_submitit_local_runs_a_program_then_evaluates_it(sweep_file, tmp_path):
   result = _sweep(f"--config={sweep_file}:one", f"--sweep_dir={sweep_dir}",
                   "--launcher=submitit_local", "--evaluate")
   assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-  entry = _programs(index_lib.read(str(sweep_dir)))["width-8"]
+  entry = _programs(workdir_lib.read_index(str(sweep_dir)))["width-8"]
   assert entry["status"] == "done" and entry["job_id"], entry
   assert os.listdir(sweep_dir / "slurm")  # submitit's own pickles and logs
   program = spec.load(f"{sweep_file}:one", str(sweep_dir)).programs[0]

@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO
+from compgen_jax.evaluation import evaluators
+from compgen_jax.training import config as training_config
+from tests.helpers import REPO, load_config
 
 
 def _train(*args):
@@ -85,3 +87,31 @@ def test_compilation_cache_flag_fills_the_cache(tmp_path):
   entries = os.listdir(cache)
   # init, the training chunk and the two evaluators at least.
   assert len(entries) >= 4, entries
+
+
+def test_print_config_prints_the_resolved_tree_and_writes_nothing(tmp_path):
+  workdir = str(tmp_path / "never")
+  result = _train("--config=configs/hyperteacher.py:paper", f"--workdir={workdir}",
+                  "--config.evals.ood.every=100", "--print_config")
+  assert result.returncode == 0, result.stderr[-2000:]
+  tree = json.loads(result.stdout)
+  assert not os.path.exists(workdir)
+  assert tree["evals"]["ood"] == {"every": 100, "num_tasks": 1024}  # the override is there
+  assert tree["train"]["num_steps"] == 100_000 and tree["student"]["name"] == "mlp"
+  assert set(tree) == {"seed", "num_seeds", "task", "encoding", "student", "optim", "train",
+                       "evals", "sweep", "probe"}
+  evaluate = subprocess.run(
+      [sys.executable, os.path.join(REPO, "experiments", "evaluate.py"), f"--workdir={workdir}",
+       "--print_config"], capture_output=True, text=True, cwd=REPO, timeout=300)
+  assert evaluate.returncode == 2 and "print_config" in evaluate.stderr
+  assert len(evaluate.stderr.strip().splitlines()) == 1
+
+
+def test_resolved_fills_in_what_a_run_reads():
+  cfg = load_config("preference", "tiny")
+  with cfg.unlocked():
+    cfg.evals.id = {"every": 50}
+  out = training_config.resolved(cfg)
+  assert dict(out.evals.id) == {"every": 50, "num_tasks": evaluators.COMMON["num_tasks"]}
+  assert tuple(out.probe.targets) == ("z",)  # the preference family has no teacher weights
+  assert "num_tasks" not in cfg.evals.id  # the config itself is left as it was

@@ -1,5 +1,6 @@
 """The training loop: vmapped seed == solo run, resume == uninterrupted, learning, clear errors."""
 
+import json
 import math
 import os
 
@@ -8,7 +9,9 @@ import jax
 import numpy as np
 import pytest
 
-from compgen_jax import checkpointing, metric_writer
+from compgen_jax import checkpointing, metric_writer, run_state
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.students import registry as students
 from compgen_jax.training import loop, runs
 from compgen_jax.training import step as step_lib
 from compgen_jax.training.state import init_run
@@ -33,7 +36,7 @@ def test_tiny_preset_learns(finished, tiny_cfg):
   assert len(rows) == tiny_cfg.num_seeds
   assert np.mean([r["id/r2"] for r in rows]) > 0.5
   assert np.mean([r["ood/r2"] for r in rows]) > 0.3
-  history = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+  history = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
   every = tiny_cfg.train.log_every
   assert len(history) == tiny_cfg.train.num_steps // every * tiny_cfg.num_seeds
   assert [r["step"] for r in history[::tiny_cfg.num_seeds]] == list(
@@ -46,7 +49,14 @@ def test_tiny_preset_learns(finished, tiny_cfg):
   last = np.mean([r["train/loss"] for r in history[-4:]])
   assert last < 0.5 * first
   assert os.path.exists(os.path.join(workdir, "config.json"))
-  assert checkpointing.available_steps(os.path.join(workdir, loop.CHECKPOINT_DIR))[-1] == 200
+  assert checkpointing.available_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR))[-1] == 200
+  # params.json: one run's student, counted from init_params' shapes (not the run-stacked state).
+  enc_dim, x_dim, out_dim, _ = run_state.dims(tiny_cfg)
+  shapes = jax.eval_shape(lambda key: students.init_params(
+      tiny_cfg.student, key, enc_dim, x_dim, out_dim, run_state.vocab_size(tiny_cfg)),
+      jax.random.key(0))
+  with open(os.path.join(workdir, "params.json")) as f:
+    assert json.load(f) == {"student": sum(math.prod(a.shape) for a in jax.tree.leaves(shapes))}
 
 
 @pytest.mark.parametrize("strategy", ["vmap", "map"])
@@ -102,7 +112,7 @@ def test_resume_after_stop_and_nonfinite_equals_uninterrupted(finished, tiny_cfg
                                                               monkeypatch):
   reference_dir, reference_rows = finished
   workdir = str(tmp_path / "resumed")
-  ckpt_dir = os.path.join(workdir, loop.CHECKPOINT_DIR)
+  ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
   loop.train_and_evaluate(tiny_cfg, workdir, stop_after=100)
   assert checkpointing.available_steps(ckpt_dir) == [100]
 
@@ -117,17 +127,17 @@ def test_resume_after_stop_and_nonfinite_equals_uninterrupted(finished, tiny_cfg
 
   rows = loop.train_and_evaluate(tiny_cfg, workdir)
   assert rows == reference_rows
-  assert (metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
-          == metric_writer.read_rows(os.path.join(reference_dir, loop.METRICS_FILE)))
+  assert (metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
+          == metric_writer.read_rows(os.path.join(reference_dir, workdir_lib.METRICS_FILE)))
 
 
 def test_workdir_with_other_config_is_refused(finished, tiny_cfg):
   workdir, _ = finished
-  before = metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE))
+  before = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
   other = load_config("hyperteacher", "tiny", **{"optim.learning_rate": 1e-2})
   with pytest.raises(ConfigError, match="different config"):
     loop.train_and_evaluate(other, workdir)
-  assert metric_writer.read_rows(os.path.join(workdir, loop.METRICS_FILE)) == before
+  assert metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE)) == before
 
 
 def test_sweep_axes_multiply_seeds(tiny_cfg):
@@ -228,7 +238,7 @@ def test_log_every_rows_are_window_aggregates_of_the_per_step_rows(tmp_path):
   coarse = loop.train_and_evaluate(windowed, str(tmp_path / "coarse"))
   rows = {}
   for name in ("fine", "coarse"):
-    rows[name] = metric_writer.read_rows(str(tmp_path / name / loop.METRICS_FILE))
+    rows[name] = metric_writer.read_rows(str(tmp_path / name / workdir_lib.METRICS_FILE))
   assert len(rows["coarse"]) == len(rows["fine"]) // 25
   for i, row in enumerate(rows["coarse"]):
     window = rows["fine"][25 * i: 25 * (i + 1)]

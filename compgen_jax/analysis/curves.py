@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from compgen_jax import metric_writer  # noqa: E402
+from compgen_jax import workdir as workdir_lib  # noqa: E402
 
 PANELS = (("train/loss", "training loss", True), ("r2", "R^2 (ID dashed, OOD solid)", False),
           ("acc", "accuracy (ID dashed, OOD solid)", False))
@@ -27,9 +28,9 @@ def _label(row: dict) -> str:
   return f"seed {row['seed']}, frac {row['frac_ood']:g}, lr {row['learning_rate']:g}"
 
 
-def plot_curves(workdir: str, filename: str = "curves.png") -> str | None:
+def plot_curves(workdir: str, filename: str = workdir_lib.CURVES_FILE) -> str | None:
   """Writes loss and ID/OOD metric curves per run; returns the path (None without rows)."""
-  rows = metric_writer.read_rows(os.path.join(workdir, "metrics.jsonl"))
+  rows = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
   if not rows:
     return None
   labels = {row["run"]: _label(row) for row in rows}

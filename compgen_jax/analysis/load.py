@@ -10,9 +10,6 @@ from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.types import ConfigError
 
-METRICS_FILE = "metrics.jsonl"  # = training.loop.METRICS_FILE (kept import-free of jax)
-EVAL_FILE = "eval.jsonl"
-PROBE_FILE = "probes.jsonl"
 RUN_KEYS = ("run", "seed", "frac_ood", "n_train", "n_ood", "learning_rate", "weight_decay")
 CONFIG_FIELDS = ("task.family", "task.num_modules", "task.max_hotness", "task.support",
                  "encoding.name", "student.name", "student.width", "student.depth",
@@ -48,8 +45,8 @@ def _latest(rows: list[dict], step: int, run: int, key: str) -> dict | None:
 
 def eval_rows(workdir: str) -> list[dict]:
   """Evaluation rows: the standalone eval.jsonl, then the in-training evaluations."""
-  evals = metric_writer.read_rows(os.path.join(workdir, EVAL_FILE))
-  trained = [r for r in metric_writer.read_rows(os.path.join(workdir, METRICS_FILE))
+  evals = metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE))
+  trained = [r for r in metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
              if "ood/r2" in r or "ood/acc" in r]
   return trained + evals  # later rows win in _latest
 
@@ -60,7 +57,7 @@ def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> l
   lam picks the probe's lambda (default: the first one in probes.jsonl).
   """
   cfg = workdir_lib.load_config(workdir).to_dict()
-  probe_rows = metric_writer.read_rows(os.path.join(workdir, PROBE_FILE))
+  probe_rows = metric_writer.read_rows(os.path.join(workdir, workdir_lib.PROBE_FILE))
   if probe_rows:
     lam = float(probe_rows[0]["lambda"]) if lam is None else float(lam)
     probe_rows = [r for r in probe_rows if math.isclose(float(r["lambda"]), lam, rel_tol=1e-6)]
@@ -95,9 +92,3 @@ def collect(workdirs: list[str], lam: float | None = None, target: str = "z") ->
       raise ConfigError("workdirs", f"{wd!r} does not exist or is not a directory")
     rows.extend(read_workdir(wd, lam, target))
   return rows
-
-
-def eval_curve(workdir: str, key: str = "ood/r2") -> list[dict]:
-  """(step, run, key) rows of the standalone evaluations, for the curve over checkpoints."""
-  return [{"step": r["step"], "run": r["run"], key: number(r[key])}
-          for r in metric_writer.read_rows(os.path.join(workdir, EVAL_FILE)) if key in r]

@@ -5,6 +5,8 @@ import os
 
 import numpy as np
 
+from compgen_jax import workdir as workdir_lib
+
 HPARAM_KEYS = ("seed", "frac_ood", "n_train", "learning_rate", "weight_decay")
 
 
@@ -35,6 +37,7 @@ def final_table(rows: list[dict], workdir: str) -> str:
   means = ["mean", *([""] * len(HPARAM_KEYS)),
            *(float(np.nanmean([float(r.get(k, math.nan)) for r in rows])) for k in metric_keys)]
   files = "\n".join(f"  {name}: {os.path.join(workdir, name)}"
-                    for name in ("config.json", "metrics.jsonl", "checkpoints", "curves.png")
+                    for name in (workdir_lib.CONFIG_FILE, workdir_lib.METRICS_FILE,
+                                 workdir_lib.CHECKPOINT_DIR, workdir_lib.CURVES_FILE)
                     if os.path.exists(os.path.join(workdir, name)))
   return f"{table(header, body + [means])}\n\nfiles in {workdir}:\n{files}"

@@ -1,33 +1,34 @@
 """Report section comparing students (transformer vs MLP) at matched parameter counts over the
-number of training tasks. Parameter counts come from each workdir's config (shapes only)."""
+number of training tasks. Parameter counts come from each workdir's params.json (training writes
+it)."""
 
 import functools
+import json
 import math
 import os
 
-import jax
-
-from compgen_jax import passes
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, figures, paper, sections_data, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.verdicts import n_seeds
-from compgen_jax.run_state import dims, vocab_size
-from compgen_jax.students import registry as students
+from compgen_jax.types import DataError
 
 MATCHED = 0.05  # parameter counts within this relative difference count as matched
 
 
 @functools.lru_cache(maxsize=256)
 def num_params(workdir: str) -> int:
-  """Parameters of the student a workdir trains (from config.json, nothing is allocated)."""
-  cfg = workdir_lib.load_config(workdir)
-  passes.fill_missing(cfg)
-  enc_dim, x_dim, out_dim, _ = dims(cfg)
-  shapes = jax.eval_shape(lambda key: students.init_params(
-      cfg.student, key, enc_dim, x_dim, out_dim, vocab_size(cfg)), jax.random.key(0))
-  return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(shapes))
+  """Parameters of the student a workdir trains (its params.json)."""
+  path = os.path.join(workdir, workdir_lib.PARAMS_FILE)
+  try:
+    with open(path) as f:
+      return int(json.load(f)["student"])
+  except FileNotFoundError:
+    raise DataError(f"{path}: missing (training writes it; experiments/train.py rerun with the "
+                    f"workdir's config writes it for a finished run, training nothing)") from None
+  except (ValueError, KeyError, TypeError) as e:
+    raise DataError(f"{path}: not a parameter count ({e})") from None
 
 
 def _pairs(programs: dict[str, tuple[str, int]]) -> list[tuple[str, str, float]]:

@@ -14,6 +14,7 @@ import shlex
 from typing import NamedTuple
 
 from compgen_jax import files
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import (
   load,
   paper,
@@ -26,16 +27,17 @@ from compgen_jax.analysis import (
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import sections_support as support
 from compgen_jax.analysis.aggregate import Metric
-from compgen_jax.sweeps import index as index_lib
 from compgen_jax.types import ConfigError
 
 REPORT_FILE = "REPORT.md"
+# The metrics a report shows, by the OOD key its rows carry (the family's loss writes it:
+# R^2 for regression, accuracies for classification).
 METRICS = {
-    "hyperteacher": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
+    "ood/r2": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
     # Per-action chance: a uniform guess among the 5 actions.
-    "preference": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
-                          "id/acc_all"),
-                   Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
+    "ood/acc_all": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
+                           "id/acc_all"),
+                    Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
 }
 CLAIMS_FILE = "claims.json"
 
@@ -85,20 +87,20 @@ def read_sweep(sweep_dir: str) -> tuple[dict, list[dict]]:
   """(index, one row per run of every trained program, tagged `program`). Unfinished programs
   are left out: their last evaluation is of an earlier step than the others'."""
   sweep_dir = os.path.abspath(sweep_dir)
-  index = index_lib.read(sweep_dir)
+  index = workdir_lib.read_index(sweep_dir)
   if not index:
-    raise ConfigError("sweep_dir", f"{sweep_dir!r} has no {index_lib.INDEX_FILE}: not a sweep "
+    raise ConfigError("sweep_dir", f"{sweep_dir!r} has no {workdir_lib.INDEX_FILE}: not a sweep "
                       f"dir (experiments/sweep.py writes it)")
   rows = []
   for entry in filter(trained, index["programs"]):
-    workdir = index_lib.located(sweep_dir, index, entry["workdir"])
+    workdir = workdir_lib.located(sweep_dir, index, entry["workdir"])
     rows += [{**row, "program": entry["name"]} for row in load.read_workdir(workdir)]
   return index, rows
 
 
 def _metrics(rows: list[dict]) -> tuple[Metric, ...]:
-  family = rows[0].get("task.family") if rows else "hyperteacher"
-  return METRICS.get(family, METRICS["hyperteacher"])
+  key = next((k for k in METRICS if rows and k in rows[0]), "ood/r2")
+  return METRICS[key]
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -148,8 +150,8 @@ def runs_section(index: dict, rows: list[dict], sweep_dir: str) -> str:
                                         f"{portable(recorded_path(index, entry['log']), repo)}"
                                         if entry["status"] == "failed" else "")])
     commands.append(portable(entry["command"], repo))
-    if os.path.exists(os.path.join(index_lib.located(sweep_dir, index, entry["workdir"]),
-                                   load.PROBE_FILE)):
+    if os.path.exists(os.path.join(workdir_lib.located(sweep_dir, index, entry["workdir"]),
+                                   workdir_lib.PROBE_FILE)):
       workdir = recorded_path(index, entry["workdir"])
       commands.append(portable(shlex.join(["python", os.path.join("experiments", "probe.py"),
                                            f"--workdir={workdir}"]), repo))

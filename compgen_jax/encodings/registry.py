@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.encodings import few_shot, interval_shuffle, invertible, language, linear, tokens
 from compgen_jax.types import Array, ConfigError, PRNGKey, PyTree
 
@@ -90,11 +91,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   """Raise ConfigError naming the first impossible field of the `encoding` subtree."""
   get(cfg.name)
   for field in ("num_shots", "num_bins", "inn_layers", "inn_hidden_mult", "language_bins"):
-    value = cfg[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      raise ConfigError(f"encoding.{field}", f"must be an integer >= 1, got {value!r}")
+    checks.integer(f"encoding.{field}", cfg[field], low=1)
   for field in ("keep_zeros", "language_shuffle"):
-    if not isinstance(cfg[field], bool):
-      raise ConfigError(f"encoding.{field}", f"must be a bool, got {cfg[field]!r}")
+    checks.boolean(f"encoding.{field}", cfg[field])
   if not cfg.inn_init_scale > 0:
     raise ConfigError("encoding.inn_init_scale", f"must be > 0, got {cfg.inn_init_scale!r}")

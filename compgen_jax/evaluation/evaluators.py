@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from compgen_jax import batches, rng, run_state
+from compgen_jax import batches, checks, rng, run_state
 from compgen_jax.run_state import RunState
 from compgen_jax.tasks import losses
 from compgen_jax.tasks import registry as families
@@ -140,10 +140,10 @@ REGISTRY = {"id": evaluate_id, "ood": evaluate_ood, "ood_hotness": evaluate_ood_
             "r2_quantiles": evaluate_r2_quantiles}
 
 
-def _require_hyperteacher(cfg, name: str) -> None:
-  if cfg.task.family != "hyperteacher":
-    raise ConfigError(f"evals.{name}", f"{name!r} is defined for the hyperteacher family only, "
-                      f"not {cfg.task.family!r}")
+def _require_module_weights(cfg, name: str) -> None:
+  if not families.get(cfg.task.family).module_weights:
+    raise ConfigError(f"evals.{name}", f"{name!r} needs a family whose tasks may combine more "
+                      f"than K modules (the hyperteacher), not {cfg.task.family!r}")
 
 
 def _require_regression(cfg, name: str) -> None:
@@ -152,31 +152,17 @@ def _require_regression(cfg, name: str) -> None:
                       f"{cfg.task.family!r} is not one")
 
 
-REQUIREMENTS = {"ood_hotness": _require_hyperteacher, "r2_quantiles": _require_regression}
-
-
-def _legacy_entry(cfg: ml_collections.ConfigDict, name: str) -> dict:
-  """An evals entry from the fields of workdirs written before `evals` existed:
-  train.eval_every / eval_tasks, and probe.hotness_above / quantiles."""
-  train, probe = cfg.get("train") or {}, cfg.get("probe") or {}
-  entry = {"every": train.get("eval_every", COMMON["every"]),
-           "num_tasks": train.get("eval_tasks", COMMON["num_tasks"])}
-  entry.update({k: probe[k] for k in SETTINGS.get(name, {}) if k in probe})
-  return entry
+REQUIREMENTS = {"ood_hotness": _require_module_weights, "r2_quantiles": _require_regression}
 
 
 def _given(cfg: ml_collections.ConfigDict, names=None) -> dict[str, dict]:
   """The settings the config gives each evaluator of `names` (default: those it enables), before
-  defaults are filled in.
-
-  The one place that knows the old schema: a config without `evals` (train.evaluators) is read
-  from its old fields, so old workdirs stay evaluable.
-  """
-  if "evals" in cfg:
-    names = tuple(cfg.evals) if names is None else tuple(names)
-    return {name: dict(cfg.evals.get(name) or {}) for name in names}
-  names = tuple(cfg.train.get("evaluators", ())) if names is None else tuple(names)
-  return {name: _legacy_entry(cfg, name) for name in names}
+  defaults are filled in."""
+  if "evals" not in cfg:
+    raise ConfigError("evals", "missing: the config predates the evals section (written by an "
+                      "older version); retrain, or add evals.<name> entries")
+  names = tuple(cfg.evals) if names is None else tuple(names)
+  return {name: dict(cfg.evals.get(name) or {}) for name in names}
 
 
 def evals_config(cfg: ml_collections.ConfigDict, names=None) -> ml_collections.ConfigDict:
@@ -191,10 +177,9 @@ def _check_settings(cfg, name: str, s: ml_collections.ConfigDict) -> None:
   if not isinstance(s.every, int) or s.every < 0 or s.every % chunk:
     raise ConfigError(f"{field}.every", f"must be a non-negative multiple of train.chunk_size "
                       f"({chunk}; 0 = only at the final step), got {s.every}")
-  if not isinstance(s.num_tasks, int) or s.num_tasks < 1:
-    raise ConfigError(f"{field}.num_tasks", f"must be an integer >= 1, got {s.num_tasks}")
-  if "hotness_above" in s and not (isinstance(s.hotness_above, int) and s.hotness_above >= 0):
-    raise ConfigError(f"{field}.hotness_above", f"must be an integer >= 0, got {s.hotness_above}")
+  checks.integer(f"{field}.num_tasks", s.num_tasks, low=1)
+  if "hotness_above" in s:
+    checks.integer(f"{field}.hotness_above", s.hotness_above, low=0)
   if "quantiles" in s and (not s.quantiles or any(not 0.0 <= float(q) <= 1.0
                                                   for q in s.quantiles)):
     raise ConfigError(f"{field}.quantiles", f"need values in [0, 1], got {tuple(s.quantiles)}")

@@ -17,6 +17,7 @@ import numpy as np
 from compgen_jax import batches, rng, run_state
 from compgen_jax.evaluation import activations
 from compgen_jax.run_state import RunState
+from compgen_jax.tasks import registry as families
 from compgen_jax.types import ConfigError
 
 TARGETS = ("z", "theta")
@@ -37,8 +38,8 @@ def default_config() -> ml_collections.ConfigDict:
 def settings(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """cfg.probe over the defaults (workdirs written before the section existed lack it)."""
   out = default_config()
-  if cfg.task.family != "hyperteacher":
-    out.targets = ("z",)  # 'theta' is the hyperteacher's teacher weights
+  if not families.get(cfg.task.family).module_weights:
+    out.targets = ("z",)  # 'theta' is a teacher's per-module weights
   out.update(dict(cfg.get("probe") or {}))
   return out
 
@@ -53,9 +54,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   for name in s.targets:
     if name not in TARGETS:
       raise ConfigError("probe.targets", f"unknown {name!r}; allowed: {', '.join(TARGETS)}")
-  if "theta" in s.targets and cfg.task.family != "hyperteacher":
-    raise ConfigError("probe.targets", f"'theta' (teacher weights) needs the hyperteacher "
-                      f"family, not {cfg.task.family!r}")
+  if "theta" in s.targets and not families.get(cfg.task.family).module_weights:
+    raise ConfigError("probe.targets", f"'theta' (teacher weights) needs a family with "
+                      f"per-module teacher weights (the hyperteacher), not {cfg.task.family!r}")
 
 
 def ridge_fit(x_NxD: jax.Array, y_NxK: jax.Array, lambdas_A: jax.Array

@@ -8,8 +8,8 @@ import os
 import numpy as np
 
 from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import correlation
-from compgen_jax.images import evaluate, probes
 
 DECODABILITY = ("probe/all/t1/ood_acc", "probe/fixed/t1/ood_acc", "probe/all/traj/ood_acc",
                 "probe/fixed/traj/ood_acc")
@@ -45,10 +45,10 @@ def partial(x, y, z) -> float:
 
 def programs(workdir: str) -> list[str]:
   """Program workdirs under `workdir` (itself when it is one)."""
-  if os.path.exists(os.path.join(workdir, evaluate.EVAL_FILE)):
+  if os.path.exists(os.path.join(workdir, workdir_lib.EVAL_FILE)):
     return [workdir]
   return sorted(os.path.join(workdir, d) for d in os.listdir(workdir)
-                if os.path.exists(os.path.join(workdir, d, evaluate.EVAL_FILE)))
+                if os.path.exists(os.path.join(workdir, d, workdir_lib.EVAL_FILE)))
 
 
 def collect(workdir: str) -> list[dict]:
@@ -56,9 +56,9 @@ def collect(workdir: str) -> list[dict]:
   lambda) of the same step, and the program's name."""
   out = []
   for prog in programs(workdir):
-    evals = metric_writer.read_rows(os.path.join(prog, evaluate.EVAL_FILE))
+    evals = metric_writer.read_rows(os.path.join(prog, workdir_lib.EVAL_FILE))
     last = max(r["step"] for r in evals)
-    probe_rows = [r for r in metric_writer.read_rows(os.path.join(prog, probes.PROBE_FILE))
+    probe_rows = [r for r in metric_writer.read_rows(os.path.join(prog, workdir_lib.PROBE_FILE))
                   if r["step"] == last]
     lam = probe_rows[0]["lambda"] if probe_rows else None
     by_run = {r["run"]: r for r in probe_rows if r["lambda"] == lam}

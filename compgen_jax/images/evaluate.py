@@ -16,14 +16,13 @@ import ml_collections
 import numpy as np
 
 from compgen_jax import metric_writer, rng
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import detector, sampler, scenes
 from compgen_jax.images import train as train_lib
 from compgen_jax.training import state as state_lib
 
-EVAL_FILE = "eval.jsonl"
 GRID_DIR = "grids"
 SPLITS = {"id": ("train_idx", "n_train", "test"), "ood": ("ood_idx", "n_ood", "ood")}
-ATTRS = ("shape", "colour")
 
 
 def prompts(key, state: train_lib.ImageState, which: str, num: int, repeat: int,
@@ -159,7 +158,7 @@ def evaluate_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | N
   step, state = train_lib.restore(cfg, workdir, step)
   geo = scenes.geometry(cfg.scene)
   new = rows(make_evaluate(cfg)(state), grid, step, geo)
-  metric_writer.replace_step_rows(os.path.join(workdir, EVAL_FILE), step, new)
+  metric_writer.replace_step_rows(os.path.join(workdir, workdir_lib.EVAL_FILE), step, new)
   if grids:
     for r, run in enumerate(grid):
       if run["seed"] == 0:

@@ -18,13 +18,13 @@ import ml_collections
 import numpy as np
 
 from compgen_jax import metric_writer, rng
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import probes as ridge
 from compgen_jax.images import sampler, scenes, split
 from compgen_jax.images import train as train_lib
 from compgen_jax.training import state as state_lib
 from compgen_jax.types import ConfigError
 
-PROBE_FILE = "probes.jsonl"
 VARIANTS = ("all", "fixed")
 
 
@@ -193,5 +193,5 @@ def probe_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
   step, state = train_lib.restore(cfg, workdir, step)
   new = rows(make_probe(cfg)(state), grid, step, cfg)
-  metric_writer.replace_step_rows(os.path.join(workdir, PROBE_FILE), step, new)
+  metric_writer.replace_step_rows(os.path.join(workdir, workdir_lib.PROBE_FILE), step, new)
   return new

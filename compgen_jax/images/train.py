@@ -22,7 +22,6 @@ from compgen_jax.training import state as state_lib
 from compgen_jax.training import step as step_lib
 from compgen_jax.types import ConfigError, NonFiniteError
 
-CHECKPOINT_DIR = "checkpoints"
 HPARAMS = ("coverage",)
 
 
@@ -182,7 +181,7 @@ def run_info(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None) -> l
 
 def restore(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None):
   """(step, stacked state) of a checkpoint of `workdir` (default the latest)."""
-  return checkpointing.restore(os.path.join(workdir, CHECKPOINT_DIR),
+  return checkpointing.restore(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
                                abstract_state(cfg, run_grid(cfg)), step)
 
 
@@ -198,8 +197,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None =
                       f"({cfg.train.checkpoint_every}), got {stop_after}")
   end = cfg.train.num_steps if stop_after is None else min(stop_after, cfg.train.num_steps)
   workdir_lib.prepare(workdir, cfg)
-  metrics_path = os.path.join(workdir, metric_writer.METRICS_FILE)
-  ckpt_dir = os.path.join(workdir, CHECKPOINT_DIR)
+  metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
+  ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
   if checkpointing.available_steps(ckpt_dir):
     step, state = restore(cfg, workdir)
   else:

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from compgen_jax import files, metric_writer  # noqa: E402
+from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis.markdown import table  # noqa: E402
 
@@ -36,9 +37,9 @@ def load_runs(results_dir: str) -> dict[str, dict]:
   runs = {}
   root = os.path.join(results_dir, RUNS_DIR)
   for name in sorted(os.listdir(root)):
-    with open(os.path.join(root, name, "config.json")) as f:
+    with open(os.path.join(root, name, workdir_lib.CONFIG_FILE)) as f:
       run = {"config": json.load(f),
-             "metrics": metric_writer.read_rows(os.path.join(root, name, "metrics.jsonl"))}
+             "metrics": metric_writer.read_rows(os.path.join(root, name, workdir_lib.METRICS_FILE))}
     for exp in EXPERIMENTS:
       rows = metric_writer.read_rows(os.path.join(root, name, exp, "results.jsonl"))
       if rows:

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from compgen_jax import checkpointing, rng
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import data, training
 from compgen_jax.lm.model import Model
 from compgen_jax.lm.transformer import make_lm
@@ -37,7 +38,7 @@ class Zoo(NamedTuple):
 def restore_group(workdir: str, group: str, params_R: PyTree) -> PyTree:
   """The run-stacked params of checkpoint group 'scratch' or 'finetune', restored against the
   shapes of `params_R` (arrays or ShapeDtypeStructs); CheckpointError if missing or corrupt."""
-  ckpt_dir = os.path.join(workdir, "checkpoints", group)
+  ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR, group)
   abstract = {"params": jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params_R)}
   _, state = checkpointing.restore(ckpt_dir, abstract)
   print(f"[{group}] restored trained models from {ckpt_dir}")
@@ -45,7 +46,7 @@ def restore_group(workdir: str, group: str, params_R: PyTree) -> PyTree:
 
 
 def _train_or_restore(workdir: str, group: str, init_params_R: PyTree, train_fn) -> PyTree:
-  ckpt_dir = os.path.join(workdir, "checkpoints", group)
+  ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR, group)
   if checkpointing.available_steps(ckpt_dir):
     return restore_group(workdir, group, init_params_R)
   params_R = train_fn()
@@ -97,7 +98,7 @@ def build_zoo(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]]) 
   model = letter_lm(cfg.model, cfg.data.layout)
   s = cfg.num_seeds
   seed_keys = run_keys(cfg)
-  metrics_path = os.path.join(workdir, "metrics.jsonl")
+  metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   init_R = initial_params(model, seed_keys, tasks, cfg.init)
 
   def train_scratch():

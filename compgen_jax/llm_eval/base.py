@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.types import ConfigError, DataError
 
 
@@ -79,15 +80,11 @@ def check_known(settings: ml_collections.ConfigDict, prefix: str, defaults) -> N
 
 
 def check_int(settings: ml_collections.ConfigDict, prefix: str, name: str, minimum: int) -> None:
-  value = settings[name]
-  if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-    raise ConfigError(f"{prefix}.{name}", f"must be an integer >= {minimum}, got {value!r}")
+  checks.integer(f"{prefix}.{name}", settings[name], low=minimum)
 
 
 def check_positive(settings: ml_collections.ConfigDict, prefix: str, name: str) -> None:
-  value = settings[name]
-  if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-    raise ConfigError(f"{prefix}.{name}", f"must be a number > 0, got {value!r}")
+  checks.positive(f"{prefix}.{name}", settings[name])
 
 
 def check_file(settings: ml_collections.ConfigDict, prefix: str, name: str) -> None:

@@ -6,6 +6,7 @@ from typing import NamedTuple
 import jax
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.encodings.language import bag_of_counts
 from compgen_jax.students import hypernetwork, mlp, transformer
 from compgen_jax.types import ConfigError
@@ -23,8 +24,7 @@ class Student(NamedTuple):
 
 def _at_least_one(cfg: ml_collections.ConfigDict, names: tuple[str, ...]) -> None:
   for name in names:
-    if isinstance(cfg[name], bool) or not isinstance(cfg[name], int) or cfg[name] < 1:
-      raise ConfigError(f"student.{name}", f"must be an integer >= 1, got {cfg[name]!r}")
+    checks.integer(f"student.{name}", cfg[name], low=1)
 
 
 def _validate_mlp(cfg: ml_collections.ConfigDict) -> None:

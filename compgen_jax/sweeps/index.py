@@ -4,49 +4,23 @@ Rewritten atomically (temp file + rename) whenever a program starts or finishes,
 process only; a report reads it to find the workdirs and what failed. Statuses: pending, running,
 submitted (a SLURM job), done, failed. `skipped` marks a program this invocation found finished.
 A program's workdir and log are recorded relative to the sweep dir, so a copy of the sweep dir
-(a clone of results/) reads the same; `located` resolves them, and the absolute paths of older
-indexes.
+(a clone of results/) reads the same; `workdir.located` resolves them, and the absolute paths of
+older indexes. The file's name and reading it are the workdir module's (a report reads the index
+without this launcher).
 """
 
 import datetime
-import json
 import os
 import threading
 
 from compgen_jax import files
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps.spec import REPO, Sweep, shell
-
-INDEX_FILE = "index.json"
-
-
-def path(sweep_dir: str) -> str:
-  return os.path.join(sweep_dir, INDEX_FILE)
-
-
-def read(sweep_dir: str) -> dict:
-  """The index of a sweep dir ({} when there is none)."""
-  if not os.path.exists(path(sweep_dir)):
-    return {}
-  with open(path(sweep_dir)) as f:
-    return json.load(f)
 
 
 def write(sweep_dir: str, index: dict) -> None:
   """Replaces the index atomically: a reader sees the old or the new file, never half of one."""
-  files.write_json(path(sweep_dir), index, indent=2)
-
-
-def located(sweep_dir: str, index: dict, recorded: str) -> str:
-  """Where a path the index records (a workdir, a log) is now, the sweep dir being `sweep_dir`:
-  relative paths are the sweep dir's; an absolute one under the sweep dir the index was written
-  in moves with it (an older index, since copied); one elsewhere that is gone, DIR/<basename>."""
-  if not os.path.isabs(recorded):
-    return os.path.join(sweep_dir, recorded)
-  inside = os.path.relpath(recorded, index.get("sweep_dir") or sweep_dir)
-  if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
-    return os.path.normpath(os.path.join(sweep_dir, inside))
-  return recorded if os.path.exists(recorded) else os.path.join(sweep_dir,
-                                                                 os.path.basename(recorded))
+  files.write_json(workdir_lib.index_path(sweep_dir), index, indent=2)
 
 
 def _relative(sweep_dir: str, path: str) -> str:
@@ -84,7 +58,7 @@ class Index:
 
   def __init__(self, sweep: Sweep, launcher: str, to_run: list[str], echo=print):
     self.sweep_dir, self.echo, self.total = sweep.sweep_dir, echo, len(to_run)
-    self.data = new(sweep, launcher, read(sweep.sweep_dir))
+    self.data = new(sweep, launcher, workdir_lib.read_index(sweep.sweep_dir))
     self.entries = {entry["name"]: entry for entry in self.data["programs"]}
     self.started = self.ended = 0
     self._lock = threading.Lock()
@@ -131,5 +105,5 @@ class Index:
 
   def failures(self) -> list[dict]:
     """The failed programs' entries, their logs' paths absolute (to print)."""
-    return [{**entry, "log": located(self.sweep_dir, self.data, entry["log"])}
+    return [{**entry, "log": workdir_lib.located(self.sweep_dir, self.data, entry["log"])}
             for entry in self.entries.values() if entry["status"] == "failed"]

@@ -5,7 +5,7 @@ import functools
 import os
 from concurrent import futures
 
-from compgen_jax.sweeps import index as index_lib
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps import program as program_lib
 from compgen_jax.sweeps import slurm
 from compgen_jax.sweeps import spec as spec_lib
@@ -68,5 +68,5 @@ def run_sweep(spec: str, sweep_dir: str, launcher: str = "local", parallel: int 
     slurm.run(sweep, to_run, launcher, slurm_options or slurm.Options(), probe, evaluate, index)
   failures = index.failures()
   echo(f"sweep {sweep.name}: {len(sweep.programs) - len(failures)} done, {len(failures)} failed; "
-       f"index {index_lib.path(sweep.sweep_dir)}")
+       f"index {workdir_lib.index_path(sweep.sweep_dir)}")
   return failures

@@ -17,14 +17,13 @@ import time
 
 import jax
 
-from compgen_jax import checkpointing, metric_writer, passes
+from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps.spec import REPO, Program
-from compgen_jax.training import loop
 
 # stage -> (binary in experiments/, the file its rows go to, extra flags)
-FOLLOW_UPS = {"probe": ("probe.py", passes.PROBE_FILE, ()),
-              "evaluate": ("evaluate.py", passes.EVAL_FILE, ("--every",))}
+FOLLOW_UPS = {"probe": ("probe.py", workdir_lib.PROBE_FILE, ()),
+              "evaluate": ("evaluate.py", workdir_lib.EVAL_FILE, ("--every",))}
 
 
 # A stage waits this long for its workdir's lock before refusing: a re-run right after the sweep
@@ -61,10 +60,10 @@ def finished(program: Program) -> bool:
   of committed rows without any checkpoint (results/ keeps no checkpoints), metrics.jsonl has
   the final evaluation of every run. (spec.load already refused a workdir whose config.json is
   not the program's.)"""
-  steps = checkpointing.available_steps(os.path.join(program.workdir, loop.CHECKPOINT_DIR))
+  steps = checkpointing.available_steps(os.path.join(program.workdir, workdir_lib.CHECKPOINT_DIR))
   if steps:
     return program.num_steps in steps
-  rows = metric_writer.read_rows(os.path.join(program.workdir, loop.METRICS_FILE))
+  rows = metric_writer.read_rows(os.path.join(program.workdir, workdir_lib.METRICS_FILE))
   evaluated = {r.get("run") for r in rows if r.get("step") == program.num_steps
                and any(k.startswith("ood/") for k in r)}
   return bool(evaluated) and evaluated == {r.get("run") for r in rows}

@@ -27,7 +27,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(compgen_jax.__file__)))
 TRAIN = os.path.join("experiments", "train.py")
 FIELDS = ("name", "base", "overrides", "programs")
 LOG_DIR = "logs"
-RESERVED = (LOG_DIR, "slurm", "index.json")  # names in the sweep dir that are not programs
+# Names in the sweep dir that are not programs.
+RESERVED = (LOG_DIR, "slurm", workdir_lib.INDEX_FILE)
 # Short labels in program names: task.num_modules=8, task.max_hotness=2 -> M8_K2.
 ABBREVIATIONS = {"task.num_modules": "M", "task.max_hotness": "K"}
 

@@ -11,11 +11,10 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import rng
+from compgen_jax import checks, rng
+from compgen_jax.tasks import latents
 from compgen_jax.types import ConfigError
 
-WEIGHT_KINDS = ("discrete", "continuous", "khot")
-DISCRETE_WEIGHTS = np.linspace(0.5, 1.0, 6)  # {0.5, 0.6, ..., 1.0}
 WEIGHT_SCALE = float(np.sqrt(3.0))  # variance-scaling factor of Theta and Omega (reference)
 BIAS_MAX = 0.5  # beta ~ U[0, BIAS_MAX)
 
@@ -57,20 +56,6 @@ def init(key: jax.Array, cfg: ml_collections.ConfigDict) -> dict:
   return {"theta": theta, "beta": beta, "omega": omega}
 
 
-def sample_latent(key: jax.Array, khot_BxM: jax.Array, kind: str) -> jax.Array:
-  """Weights of the active modules (zeros elsewhere), as the paper's three kinds."""
-  if kind == "khot":
-    return khot_BxM
-  if kind == "discrete":
-    w = jax.random.choice(key, jnp.asarray(DISCRETE_WEIGHTS, jnp.float32), khot_BxM.shape)
-    return w * khot_BxM
-  if kind == "continuous":
-    e = jax.random.exponential(key, khot_BxM.shape) * khot_BxM
-    w = e / (e.sum(-1, keepdims=True) + 1.0)
-    return (0.5 * w + 0.5) * khot_BxM
-  raise ConfigError("task.weights", f"unknown {kind!r}; allowed: {', '.join(WEIGHT_KINDS)}")
-
-
 def apply(params: dict, z_BxM: jax.Array, x_BxNxI: jax.Array, max_hotness: int) -> jax.Array:
   """Teacher outputs y [B, N, O] for latents z and inputs x."""
   zt_BxM = z_BxM / np.sqrt(max_hotness)
@@ -82,19 +67,12 @@ def apply(params: dict, z_BxM: jax.Array, x_BxNxI: jax.Array, max_hotness: int) 
   return a @ params["omega"]
 
 
-def khot_from_bits(bits_B: jax.Array, num_modules: int) -> jax.Array:
-  """k-hot rows [B, M] from task bitmasks (bit m set = module m active), read as uint32."""
-  bits_B = jnp.asarray(bits_B).astype(jnp.uint32)  # int32 masks keep their bits (bit 31 too)
-  shifts_M = jnp.arange(num_modules, dtype=jnp.uint32)
-  return ((bits_B[:, None] >> shifts_M[None, :]) & 1).astype(jnp.float32)
-
-
 def sample_batch(params: dict, khot_BxM: jax.Array, key: jax.Array,
                  cfg: ml_collections.ConfigDict, num_shots: int = 0) -> Batch:
   """Latent weights, inputs x ~ U[-1, 1] and teacher outputs for each task (fresh draws)."""
   key_z, key_x, key_c = (rng.stream(key, n) for n in ("data", "train", "fewshot"))
   B = khot_BxM.shape[0]
-  z = sample_latent(key_z, khot_BxM, cfg.weights)
+  z = latents.sample_latent(key_z, khot_BxM, cfg.weights)
   x = jax.random.uniform(key_x, (B, cfg.num_samples, cfg.input_dim), minval=-1.0, maxval=1.0)
   y = apply(params, z, x, cfg.max_hotness)
   context = None
@@ -114,9 +92,7 @@ def default_config() -> ml_collections.ConfigDict:
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Hyperteacher-specific checks (shapes and names), before anything compiles."""
-  if cfg.weights not in WEIGHT_KINDS:
-    raise ConfigError("task.weights",
-                      f"unknown {cfg.weights!r}; allowed: {', '.join(WEIGHT_KINDS)}")
+  checks.choice("task.weights", cfg.weights, latents.WEIGHT_KINDS)
   for name in ("input_dim", "hidden_dim", "output_dim", "num_hidden_layers", "num_samples"):
     if int(cfg[name]) < 1:
       raise ConfigError(f"task.{name}", f"must be >= 1, got {cfg[name]}")

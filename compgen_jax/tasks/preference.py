@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from compgen_jax import rng
-from compgen_jax.tasks import gridworld, hyperteacher, qiteration
+from compgen_jax import checks, rng
+from compgen_jax.tasks import gridworld, latents, qiteration
 from compgen_jax.types import ConfigError
 
 MAX_OBJECTS = 8  # 19 * 2^8 states already; the paper uses 4
@@ -74,7 +74,7 @@ def sample_batch(params: dict, khot_BxM: jax.Array, key: jax.Array,
                       "family (a task has no (x, y) pairs independent of the scene)")
   key_z, key_scene = rng.stream(key, "data"), rng.stream(key, "train")
   B = khot_BxM.shape[0]
-  z = hyperteacher.sample_latent(key_z, khot_BxM, cfg.weights)
+  z = latents.sample_latent(key_z, khot_BxM, cfg.weights)
   agent_B, obj_cell_BxO, obj_feat_BxO = sample_scenes(key_scene, B, cfg)
   obj_value_BxO = jnp.take_along_axis(feature_values(params, z), obj_feat_BxO, axis=1)
   demo = jax.vmap(qiteration.demonstrate, in_axes=(0, 0, 0, None, None, None))(
@@ -100,19 +100,11 @@ def default_config() -> ml_collections.ConfigDict:
       num_backups=8, discount=0.9))
 
 
-def _int_at_least(cfg, name: str, low: int) -> None:
-  value = cfg[name]
-  if isinstance(value, bool) or not isinstance(value, int) or value < low:
-    raise ConfigError(f"task.{name}", f"must be an integer >= {low}, got {value!r}")
-
-
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Preference-specific checks, before anything compiles."""
-  if cfg.weights not in hyperteacher.WEIGHT_KINDS:
-    raise ConfigError("task.weights", f"unknown {cfg.weights!r}; allowed: "
-                      f"{', '.join(hyperteacher.WEIGHT_KINDS)}")
+  checks.choice("task.weights", cfg.weights, latents.WEIGHT_KINDS)
   for name in ("num_features", "num_objects", "horizon", "num_backups"):
-    _int_at_least(cfg, name, 1)
+    checks.integer(f"task.{name}", cfg[name], low=1)
   if cfg.num_modules > cfg.num_features:
     raise ConfigError("task.num_modules", f"must be <= task.num_features ({cfg.num_features}), "
                       f"got {cfg.num_modules}")

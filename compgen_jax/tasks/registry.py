@@ -18,6 +18,9 @@ class TaskFamily(NamedTuple):
   context_dim: Callable   # task_cfg -> size of one few-shot context item (0: no few-shot)
   validate: Callable      # task_cfg -> None, raises ConfigError
   default_config: Callable
+  # Its teacher has per-module weights theta that probes can decode (probe target "theta"), and
+  # tasks of more than K modules are defined (the ood_hotness evaluator).
+  module_weights: bool = False
 
 
 REGISTRY: dict[str, TaskFamily] = {
@@ -25,7 +28,7 @@ REGISTRY: dict[str, TaskFamily] = {
         init=hyperteacher.init, sample_batch=hyperteacher.sample_batch,
         loss=losses.regression_loss, x_dim=lambda c: c.input_dim, out_dim=lambda c: c.output_dim,
         context_dim=lambda c: c.input_dim + c.output_dim, validate=hyperteacher.validate,
-        default_config=hyperteacher.default_config),
+        default_config=hyperteacher.default_config, module_weights=True),
     # context_dim 0: few-shot is not defined here; training/runs.py rejects it before compiling.
     "preference": TaskFamily(
         init=preference.init, sample_batch=preference.sample_batch,

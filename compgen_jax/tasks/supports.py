@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compgen_jax import checks
 from compgen_jax.tasks import combinatorics as cb
 from compgen_jax.types import ConfigError
 
@@ -197,10 +198,8 @@ def validate(strategy: str, M: int, K: int, frac_ood: float | None) -> None:
 
   frac_ood is checked as splits use it: combinatorics.canonical_frac (float32 precision).
   """
-  if not isinstance(M, int | np.integer) or not 1 <= M <= cb.MAX_MODULES:
-    raise ConfigError("task.num_modules", f"must be an integer in 1..{cb.MAX_MODULES}, got {M!r}")
-  if not isinstance(K, int | np.integer) or not 1 <= K <= M:
-    raise ConfigError("task.max_hotness", f"must be an integer in 1..num_modules={M}, got {K!r}")
+  checks.integer("task.num_modules", M, 1, cb.MAX_MODULES)
+  checks.integer("task.max_hotness", K, 1, M)
   if strategy not in STRATEGIES:
     raise ConfigError("task.support",
                       f"unknown support {strategy!r}; allowed: {', '.join(STRATEGIES)}")

@@ -16,7 +16,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from compgen_jax import metric_writer, rng
+from compgen_jax import checks, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics, hyperteacher
@@ -27,14 +27,6 @@ from compgen_jax.types import ConfigError
 TABLE_FILE = report.TABLE_FILE
 SGD_DIR = "sgd"
 MAX_GRID_POINTS = 1 << 16  # grid_points ** I beyond this is a typo, not a plan
-
-
-def _ints(values, field: str, low: int, high: int | None = None) -> None:
-  values = tuple(values)
-  if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < low
-                       or (high is not None and v > high) for v in values):
-    bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-    raise ConfigError(field, f"must be a non-empty list of integers {bound}, got {values}")
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
@@ -48,13 +40,14 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     raise ConfigError("hyperteacher.task.num_hidden_layers", "the explicit construction "
                       "covers one teacher hidden layer (the paper's setting), got "
                       f"{task.num_hidden_layers}")
-  _ints(th.resolutions, "theorem.resolutions", 1)
+  checks.integers("theorem.resolutions", th.resolutions, 1)
   if len(set(th.resolutions)) < 2:
     raise ConfigError("theorem.resolutions", "needs two distinct N to fit a slope")
   for name in ("num_teachers", "max_tasks", "weight_draws", "max_elements", "count_max_tasks",
                "sgd_resolution"):
-    _ints((th[name],), f"theorem.{name}", 1)
-  _ints((th.grid_points, th.num_inputs), "theorem.grid_points/num_inputs", 0)
+    checks.integer(f"theorem.{name}", th[name], 1)
+  checks.integer("theorem.grid_points", th.grid_points, 0)
+  checks.integer("theorem.num_inputs", th.num_inputs, 0)
   if th.grid_points == 1 or (th.grid_points == 0 and th.num_inputs == 0):
     raise ConfigError("theorem.grid_points", "use 0 (no grid) or >= 2 points, and some inputs")
   if th.grid_points ** task.input_dim > MAX_GRID_POINTS:
@@ -62,7 +55,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
                       f"exceed {MAX_GRID_POINTS}; use fewer points and more num_inputs")
   if not th.eps > 0:
     raise ConfigError("theorem.eps", f"must be > 0, got {th.eps}")
-  _ints(th.num_modules, "theorem.num_modules", task.max_hotness, combinatorics.MAX_MODULES)
+  checks.integers("theorem.num_modules", th.num_modules, task.max_hotness,
+                  combinatorics.MAX_MODULES)
   if th.sgd:
     sgd = cfg.hyperteacher
     if sgd.encoding.name != "identity" or sgd.student.name != "mlp":

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compgen_jax.students import mlp
-from compgen_jax.tasks import combinatorics, hyperteacher
+from compgen_jax.tasks import combinatorics, hyperteacher, latents
 from compgen_jax.theory import construction
 
 
@@ -38,7 +38,7 @@ def task_sample(key: jax.Array, M: int, K: int, max_tasks: int, rows: int = 0,
 def weighted_latents(key: jax.Array, khot_BxM: jax.Array, kind: str,
                      weight_draws: int) -> jax.Array:
   """[B * weight_draws, M]: each task at weight 1 (a vertex of the domain), then weight draws."""
-  draws = [hyperteacher.sample_latent(jax.random.fold_in(key, d), khot_BxM, kind)
+  draws = [latents.sample_latent(jax.random.fold_in(key, d), khot_BxM, kind)
            for d in range(weight_draws - 1)]
   return jnp.concatenate([khot_BxM] + draws)
 

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from compgen_jax import files, metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, verdicts
 from compgen_jax.analysis.markdown import table
 from compgen_jax.theory import plots
@@ -43,7 +44,7 @@ RULES = {
 
 def load(results_dir: str) -> tuple[dict, list[dict]]:
   """(config.json as a dict, the rows of theorem.jsonl)."""
-  with open(os.path.join(results_dir, "config.json")) as f:
+  with open(os.path.join(results_dir, workdir_lib.CONFIG_FILE)) as f:
     cfg = json.load(f)
   return cfg, metric_writer.read_rows(os.path.join(results_dir, TABLE_FILE))
 

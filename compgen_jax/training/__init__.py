@@ -1,1 +1,1 @@
-"""The one training loop: init_run, train_chunk, train_and_evaluate."""
+"""The training loop: init_run, make_train_chunk, train_and_evaluate."""

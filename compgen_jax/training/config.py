@@ -4,10 +4,12 @@ Config files in configs/ call `base_config()` and override what their preset cha
 other than the hyperteacher replaces the `task` subtree.
 """
 
+import copy
+
 import ml_collections
 
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.evaluation import probes
+from compgen_jax.evaluation import evaluators, probes
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import hyperteacher
 
@@ -34,3 +36,14 @@ def base_config() -> ml_collections.ConfigDict:
   cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))
   cfg.probe = probes.default_config()  # ridge probes
   return cfg
+
+
+def resolved(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """The tree a run of `cfg` uses: every evaluator entry with its defaults filled in
+  (evaluators.evals_config) and the probe settings over their defaults (probes.settings), what
+  training and the passes read but config.json does not spell out."""
+  out = copy.deepcopy(cfg)
+  with out.unlocked():
+    out.evals = evaluators.evals_config(cfg)
+    out.probe = probes.settings(cfg)
+  return out

@@ -1,5 +1,6 @@
 """train_and_evaluate: the host loop. It acts only between jitted chunks of steps."""
 
+import math
 import os
 
 import jax
@@ -9,9 +10,8 @@ import numpy as np
 from absl import logging
 from jax.sharding import Mesh
 
-from compgen_jax import checkpointing, metric_writer
+from compgen_jax import checkpointing, files, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import curves
 from compgen_jax.evaluation import evaluators
 from compgen_jax.tasks import combinatorics, splits
 from compgen_jax.training import runs, sharding
@@ -21,8 +21,6 @@ from compgen_jax.types import ConfigError, NonFiniteError
 
 _make_chunk = cache_by_config(step_lib.make_train_chunk)
 _make_evaluate = cache_by_config(evaluators.make_evaluate)
-METRICS_FILE = metric_writer.METRICS_FILE  # the jsonl every run writes (make_writer)
-CHECKPOINT_DIR = "checkpoints"
 
 
 def task_bits(cfg: ml_collections.ConfigDict) -> jax.Array:
@@ -68,8 +66,8 @@ def restore_or_init(cfg, workdir: str, grid: list[dict], mesh: Mesh | None = Non
   (train_and_evaluate saves sharding.real_runs), so one written with any device count restores
   here and is re-padded for this mesh.
   """
-  ckpt_dir = os.path.join(workdir, CHECKPOINT_DIR)
-  metrics_path = os.path.join(workdir, METRICS_FILE)
+  ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
+  metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   if checkpointing.available_steps(ckpt_dir):
     step, state = checkpointing.restore(ckpt_dir, abstract_state(cfg, grid))
     if sharding.is_main_process():
@@ -82,6 +80,11 @@ def restore_or_init(cfg, workdir: str, grid: list[dict], mesh: Mesh | None = Non
     metric_writer.truncate_after(metrics_path, 0)
   keys, hparams = runs.run_inputs(cfg, grid)
   return 0, make_init(cfg, mesh)(keys, hparams)
+
+
+def count_params(params_R) -> int:
+  """Parameters of one run of a run-stacked parameter pytree (the leading axis is runs)."""
+  return sum(math.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params_R))
 
 
 def _describe(grid: list[dict], bad: np.ndarray) -> str:
@@ -108,14 +111,17 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
     workdir_lib.prepare(workdir, cfg)
   else:
     workdir_lib.check(workdir, cfg)
-  metrics_path = os.path.join(workdir, METRICS_FILE)
+  metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   mesh = sharding.make_mesh()  # runs padded to a multiple of the devices, sharded over them
   step, state = restore_or_init(cfg, workdir, grid, mesh)
+  if main_process:  # what a report compares students by, without building one
+    files.write_json(os.path.join(workdir, workdir_lib.PARAMS_FILE),
+                     {"student": count_params(state.params)})
   writer = metric_writer.make_writer(cfg, workdir, step)  # after restore: it purges past step
   bits_T = sharding.replicate(task_bits(cfg), mesh)
   chunk = _make_chunk(cfg, cfg.train.chunk_size)
   evaluate = sharding.fetched(_make_evaluate(cfg))
-  mngr = checkpointing.manager(os.path.join(workdir, CHECKPOINT_DIR),
+  mngr = checkpointing.manager(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
                                max_to_keep=cfg.train.max_checkpoints)
   bar = metric_writer.progress_bar(cfg.train.num_steps, step, disable=not cfg.train.progress)
   last_eval = None
@@ -140,7 +146,7 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
       raise NonFiniteError(
           f"non-finite loss or parameters by step {step} in run(s): {_describe(grid, ~finite)}. "
           f"The last good checkpoint in {workdir!r} is kept (steps "
-          f"{checkpointing.available_steps(os.path.join(workdir, CHECKPOINT_DIR))}).")
+          f"{checkpointing.available_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR))}).")
     if step % cfg.train.checkpoint_every == 0 or step == cfg.train.num_steps:
       checkpointing.save(mngr, step, sharding.real_runs(state, len(grid), mesh))
     bar.update(cfg.train.chunk_size)
@@ -150,8 +156,6 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
   bar.close()
   mngr.close()
   writer.close()
-  if step >= cfg.train.num_steps and main_process:
-    curves.plot_curves(workdir)
   return final_rows(metrics_path, cfg.train.num_steps)
 
 

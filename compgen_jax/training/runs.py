@@ -7,14 +7,13 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import metric_writer, rng
+from compgen_jax import checks, metric_writer, rng
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.evaluation import evaluators
-from compgen_jax.run_state import HPARAMS
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import combinatorics, splits, supports
 from compgen_jax.tasks import registry as families
-from compgen_jax.types import ConfigError
+from compgen_jax.types import HPARAMS, ConfigError
 
 SCHEDULES = ("constant", "warmup_cosine")
 # Where each sweepable hyperparameter's scalar default lives in the config.
@@ -69,8 +68,7 @@ def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[
 
 def _positive(cfg, section: str, names: tuple[str, ...]) -> None:
   for name in names:
-    if not cfg[section][name] > 0:
-      raise ConfigError(f"{section}.{name}", f"must be > 0, got {cfg[section][name]}")
+    checks.positive(f"{section}.{name}", cfg[section][name])
 
 
 def _validate_adam(optim: ml_collections.ConfigDict) -> None:

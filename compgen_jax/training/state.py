@@ -9,10 +9,11 @@ import optax
 
 from compgen_jax import rng
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.run_state import HPARAMS, RunState, dims, vocab_size
+from compgen_jax.run_state import RunState, dims, vocab_size
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
 from compgen_jax.tasks import splits
+from compgen_jax.types import HPARAMS
 
 
 def cache_by_config(make):
