@@ -31,7 +31,7 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) workdirs
 
-# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu, about 5 hours on 2 cores): each
+# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu, about 5 h 40 min on 2 cores): each
 # sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
 # and last the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
 # `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists
