@@ -19,9 +19,13 @@ def _bound(low, high) -> str:
   return f" >= {low}" if low is not None else f" <= {high}" if high is not None else ""
 
 
+def _in_bounds(value, low, high) -> bool:
+  return is_int(value) and (low is None or value >= low) and (high is None or value <= high)
+
+
 def integer(field: str, value, low: int | None = None, high: int | None = None) -> None:
   """`value` is an integer in [low, high] (either bound may be open-ended)."""
-  if not is_int(value) or (low is not None and value < low) or (high is not None and value > high):
+  if not _in_bounds(value, low, high):
     raise ConfigError(field, f"must be an integer{_bound(low, high)}, got {value!r}")
 
 
@@ -29,8 +33,7 @@ def integers(field: str, values: Iterable, low: int | None = None,
              high: int | None = None) -> None:
   """A non-empty list of integers, each as `integer` requires."""
   values = tuple(values)
-  if not values or not all(is_int(v) and (low is None or v >= low) and (high is None or v <= high)
-                           for v in values):
+  if not values or not all(_in_bounds(v, low, high) for v in values):
     raise ConfigError(field, f"must be a non-empty list of integers{_bound(low, high)}, "
                       f"got {values}")
 

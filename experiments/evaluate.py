@@ -10,12 +10,12 @@ Training artifacts are never modified. Exit status 2 with a message on a bad wor
 
 import os
 
-import jax
 from absl import flags
 
 from compgen_jax import cli, passes
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import plots, report
+from compgen_jax.training import sharding
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -37,7 +37,7 @@ def main(argv):
                                               for r in rows]))
   print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{workdir_lib.EVAL_FILE}")
   if (len({r["step"] for r in rows}) > 1 and any("ood/r2" in r for r in rows)
-      and jax.process_index() == 0):
+      and sharding.is_main_process()):
     path = os.path.join(_WORKDIR.value, workdir_lib.EVAL_CURVE_FILE)
     plots.curve_png(rows, path, key="ood/r2")
     print(f"OOD R^2 over checkpoints: {path}")

@@ -4,14 +4,13 @@
   python experiments/train.py --config=configs/hyperteacher.py:paper --workdir=/x --print_config
 """
 
-import jax
 from absl import flags
 from ml_collections import config_flags
 
 from compgen_jax import cli
 from compgen_jax.analysis import curves, report
 from compgen_jax.training import config as training_config
-from compgen_jax.training import loop
+from compgen_jax.training import loop, sharding
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
                                           "configs/hyperteacher.py:quick.", lock_config=True)
@@ -24,7 +23,7 @@ def main(argv):
   del argv
   cli.quiet_logging()
   rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  if jax.process_index() == 0:  # the workdir's one writer
+  if sharding.is_main_process():  # the workdir's one writer
     curves.plot_curves(_WORKDIR.value)
   print(report.final_table(rows, _WORKDIR.value))
 

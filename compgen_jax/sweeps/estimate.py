@@ -81,7 +81,7 @@ def family(cfg: ml_collections.ConfigDict) -> tuple[str, str]:
 def param_count(cfg: ml_collections.ConfigDict) -> int:
   """Parameters of one run's student, from jax.eval_shape of the init (nothing allocated)."""
   state = loop.abstract_state(cfg, runs.run_grid(cfg)[:1])
-  return sum(math.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(state.params))
+  return loop.count_params(state.params)
 
 
 def device() -> str:

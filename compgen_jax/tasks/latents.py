@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compgen_jax.types import ConfigError
+from compgen_jax import checks
 
 WEIGHT_KINDS = ("discrete", "continuous", "khot")
 DISCRETE_WEIGHTS = np.linspace(0.5, 1.0, 6)  # {0.5, 0.6, ..., 1.0}
@@ -14,16 +14,15 @@ DISCRETE_WEIGHTS = np.linspace(0.5, 1.0, 6)  # {0.5, 0.6, ..., 1.0}
 
 def sample_latent(key: jax.Array, khot_BxM: jax.Array, kind: str) -> jax.Array:
   """Weights of the active modules (zeros elsewhere), as the paper's three kinds."""
+  checks.choice("task.weights", kind, WEIGHT_KINDS)
   if kind == "khot":
     return khot_BxM
   if kind == "discrete":
     w = jax.random.choice(key, jnp.asarray(DISCRETE_WEIGHTS, jnp.float32), khot_BxM.shape)
     return w * khot_BxM
-  if kind == "continuous":
-    e = jax.random.exponential(key, khot_BxM.shape) * khot_BxM
-    w = e / (e.sum(-1, keepdims=True) + 1.0)
-    return (0.5 * w + 0.5) * khot_BxM
-  raise ConfigError("task.weights", f"unknown {kind!r}; allowed: {', '.join(WEIGHT_KINDS)}")
+  e = jax.random.exponential(key, khot_BxM.shape) * khot_BxM  # "continuous"
+  w = e / (e.sum(-1, keepdims=True) + 1.0)
+  return (0.5 * w + 0.5) * khot_BxM
 
 
 def khot_from_bits(bits_B: jax.Array, num_modules: int) -> jax.Array:
