@@ -4,6 +4,8 @@ git keeps it."""
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,3 +44,9 @@ def committed_copy(sweep_dir: str, dest: str) -> str:
         os.makedirs(os.path.join(dest, name), exist_ok=True)
         shutil.copy2(os.path.join(src, kept), os.path.join(dest, name))
   return dest
+
+
+def run_sweep_binary(*args) -> subprocess.CompletedProcess:
+  """experiments/sweep.py with `args`, from the repository root, output captured."""
+  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "sweep.py"), *args],
+                        capture_output=True, text=True, cwd=REPO, timeout=600)

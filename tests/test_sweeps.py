@@ -4,8 +4,6 @@ runs, skipping finished programs and resuming interrupted ones (experiments/swee
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -14,7 +12,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps import launch, slurm, spec
 from compgen_jax.sweeps import program as program_lib
 from compgen_jax.types import ConfigError
-from tests.helpers import REPO
+from tests.helpers import REPO, run_sweep_binary
 
 SWEEP_CONFIG = '''
 import ml_collections
@@ -48,11 +46,6 @@ def sweep_file(tmp_path_factory):
   return str(path)
 
 
-def _sweep(*args):
-  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "sweep.py"), *args],
-                        capture_output=True, text=True, cwd=REPO, timeout=600)
-
-
 def _programs(index: dict) -> dict:
   return {entry["name"]: entry for entry in index["programs"]}
 
@@ -61,7 +54,7 @@ def _programs(index: dict) -> dict:
 def two_done(sweep_file, tmp_path_factory):
   """A finished local sweep of two tiny programs (widths 8 and 16, 200 steps)."""
   sweep_dir = str(tmp_path_factory.mktemp("sweep") / "two")
-  result = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  result = run_sweep_binary(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
   assert result.returncode == 0, result.stdout + result.stderr[-3000:]
   return sweep_dir, result
 
@@ -113,7 +106,7 @@ def test_sweep_config_errors_name_the_field(sweep_file, tmp_path, preset, field,
 
 def test_bad_program_fails_before_any_workdir_exists(sweep_file, tmp_path):
   sweep_dir = tmp_path / "s"
-  result = _sweep(f"--config={sweep_file}:bad_support", f"--sweep_dir={sweep_dir}")
+  result = run_sweep_binary(f"--config={sweep_file}:bad_support", f"--sweep_dir={sweep_dir}")
   assert result.returncode == 2
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
@@ -158,7 +151,7 @@ def test_rerun_skips_finished_programs(two_done, sweep_file):
   sweep_dir, _ = two_done
   metrics = os.path.join(sweep_dir, "width-8", "metrics.jsonl")
   mtime = os.path.getmtime(metrics)
-  again = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  again = run_sweep_binary(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
   assert again.returncode == 0, again.stderr[-2000:]
   assert "skip    width-8" in again.stdout and "start" not in again.stdout
   assert os.path.getmtime(metrics) == mtime
@@ -176,7 +169,7 @@ def test_committed_rows_without_checkpoints_count_as_finished(two_done, sweep_fi
   rows = metric_writer.read_rows(metrics)
   with open(metrics, "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in rows if r["step"] < 200)
-  result = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  result = run_sweep_binary(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
   assert result.returncode == 0, result.stdout + result.stderr[-3000:]
   assert "skip    width-8" in result.stdout and "start  width-16" in result.stdout
   assert not os.path.exists(os.path.join(sweep_dir, "width-8", "checkpoints"))
@@ -190,7 +183,7 @@ def test_interrupted_program_resumes_to_the_uninterrupted_metrics(two_done, swee
   shutil.copytree(done_dir, sweep_dir, ignore=shutil.ignore_patterns("index.json", "logs"))
   # Killed after the checkpoint of step 100: its metrics.jsonl already has rows past it.
   shutil.rmtree(os.path.join(sweep_dir, "width-8", "checkpoints", "200"))
-  result = _sweep(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
+  result = run_sweep_binary(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
   assert result.returncode == 0, result.stdout + result.stderr[-3000:]
   assert "start  width-8" in result.stdout and "skip    width-16" in result.stdout
   rows = metric_writer.read_rows(os.path.join(sweep_dir, "width-8", "metrics.jsonl"))
@@ -201,7 +194,8 @@ def test_interrupted_program_resumes_to_the_uninterrupted_metrics(two_done, swee
 
 def test_failed_program_is_recorded_and_the_others_run(sweep_file, tmp_path):
   sweep_dir = tmp_path / "s"
-  result = _sweep(f"--config={sweep_file}:failing", f"--sweep_dir={sweep_dir}", "--parallel=2")
+  result = run_sweep_binary(f"--config={sweep_file}:failing", f"--sweep_dir={sweep_dir}",
+                            "--parallel=2")
   assert result.returncode == 1
   assert "width-16_learning_rate-1e" in result.stderr and "exit 2" in result.stderr
   entries = _programs(workdir_lib.read_index(str(sweep_dir)))
@@ -215,7 +209,7 @@ def test_failed_program_is_recorded_and_the_others_run(sweep_file, tmp_path):
 
 def test_submitit_local_runs_a_program_then_evaluates_it(sweep_file, tmp_path):
   sweep_dir = tmp_path / "s"
-  result = _sweep(f"--config={sweep_file}:one", f"--sweep_dir={sweep_dir}",
+  result = run_sweep_binary(f"--config={sweep_file}:one", f"--sweep_dir={sweep_dir}",
                   "--launcher=submitit_local", "--evaluate")
   assert result.returncode == 0, result.stdout + result.stderr[-3000:]
   entry = _programs(workdir_lib.read_index(str(sweep_dir)))["width-8"]
@@ -237,38 +231,6 @@ def test_relaunch_waits_on_a_slurm_jobstill_queued(monkeypatch):
   monkeypatch.setattr(slurm.submitit, "SlurmJob", FakeJob)
   assert [slurm.still_queued("/d", j) is not None for j in ("1_0", "2_0", "3_0", None)] == [
       True, True, False, False]
-
-
-def test_estimate_times_each_program_and_writes_nothing(tmp_path, capsys):
-  from compgen_jax.sweeps import estimate
-
-  sweep_dir = tmp_path / "s"
-  spec_ = f"{REPO}/configs/sweeps/data_scaling.py:tiny"
-  rows = estimate.run_estimate(spec_, str(sweep_dir))
-  programs = spec.load(spec_, str(sweep_dir)).programs
-  assert [r.name for r in rows] == [p.name for p in programs]
-  assert [r.runs for r in rows] == [2 * len(p.overrides["sweep.frac_ood"]) for p in programs]
-  assert all(r.steps == 100 and r.params > 0 and r.steps_per_s > 0 for r in rows)
-  out = capsys.readouterr().out
-  printed = {line.split()[0]: line.split()[1] for line in out.splitlines() if line[:1] == "M"}
-  assert printed == {r.name: str(r.runs) for r in rows} and "total: 2 programs" in out
-  assert not os.path.exists(sweep_dir)
-
-
-def test_estimate_from_a_rates_file_skips_timing(tmp_path):
-  rates = {"width-16_depth-1": 2.0, "width-32_depth-2": 0.5}
-  path = tmp_path / "rates.json"
-  path.write_text(json.dumps({"device": "a test", "steps_per_s": rates}))
-  result = _sweep(f"--config={REPO}/configs/sweeps/width_depth_demo.py:tiny",
-                  f"--sweep_dir={tmp_path / 's'}", "--estimate", f"--rates={path}")
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert "timing" not in result.stdout and "rates from a test" in result.stdout
-  rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()
-          if line.startswith("width-")}
-  assert len(rows) == 4 and rows["width-16_depth-2"][-2:] == ["nan", "-"]
-  for name, rate in rates.items():  # hours = steps / rate; 100 steps each
-    assert float(rows[name][-2]) == pytest.approx(100 / rate / 3600, rel=1e-3)
-  assert not os.path.exists(tmp_path / "s")
 
 
 def test_multi_node_programs_train_distributed_and_only_task_0_runs_passes(monkeypatch):

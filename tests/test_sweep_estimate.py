@@ -1,0 +1,40 @@
+"""experiments/sweep.py --estimate: each program's runs, steps, parameters and hours, timed or
+from a rates file, with nothing written."""
+
+import json
+import os
+
+import pytest
+
+from compgen_jax.sweeps import estimate, spec
+from tests.helpers import REPO, run_sweep_binary
+
+
+def test_estimate_times_each_program_and_writes_nothing(tmp_path, capsys):
+  sweep_dir = tmp_path / "s"
+  spec_ = f"{REPO}/configs/sweeps/data_scaling.py:tiny"
+  rows = estimate.run_estimate(spec_, str(sweep_dir))
+  programs = spec.load(spec_, str(sweep_dir)).programs
+  assert [r.name for r in rows] == [p.name for p in programs]
+  assert [r.runs for r in rows] == [2 * len(p.overrides["sweep.frac_ood"]) for p in programs]
+  assert all(r.steps == 100 and r.params > 0 and r.steps_per_s > 0 for r in rows)
+  out = capsys.readouterr().out
+  printed = {line.split()[0]: line.split()[1] for line in out.splitlines() if line[:1] == "M"}
+  assert printed == {r.name: str(r.runs) for r in rows} and "total: 2 programs" in out
+  assert not os.path.exists(sweep_dir)
+
+
+def test_estimate_from_a_rates_file_skips_timing(tmp_path):
+  rates = {"width-16_depth-1": 2.0, "width-32_depth-2": 0.5}
+  path = tmp_path / "rates.json"
+  path.write_text(json.dumps({"device": "a test", "steps_per_s": rates}))
+  result = run_sweep_binary(f"--config={REPO}/configs/sweeps/width_depth_demo.py:tiny",
+                  f"--sweep_dir={tmp_path / 's'}", "--estimate", f"--rates={path}")
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "timing" not in result.stdout and "rates from a test" in result.stdout
+  rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()
+          if line.startswith("width-")}
+  assert len(rows) == 4 and rows["width-16_depth-2"][-2:] == ["nan", "-"]
+  for name, rate in rates.items():  # hours = steps / rate; 100 steps each
+    assert float(rows[name][-2]) == pytest.approx(100 / rate / 3600, rel=1e-3)
+  assert not os.path.exists(tmp_path / "s")
