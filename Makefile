@@ -37,6 +37,10 @@ clean:
 # `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists
 # them); re-running resumes.
 CPU_RESULTS ?= results/cpu
+# programs of a sweep run at once, each on its own share of the cores (sweep.py --parallel): on
+# 2 cores two programs on one core each do about 1.2x the work of one on both
+# (benchmarks/core_sharing.py); the committed rows were written this way
+CPU_PARALLEL ?= 2
 CPU_SWEEPS := data_scaling model_size scaling_law task_support transformer_vs_mlp \
 	preference_data_scaling preference_model_size preference_task_support
 PROBE_SWEEPS := data_scaling model_size preference_data_scaling preference_model_size
@@ -53,7 +57,7 @@ claims-cpu: $(STAMP)
 
 reproduce-cpu-%: $(STAMP)
 	$(PY) experiments/sweep.py --config=configs/sweeps/$*.py:cpu --sweep_dir=$(CPU_RESULTS)/$* \
-	    $(if $(filter $*,$(PROBE_SWEEPS)),--probe); status=$$?; \
+	    --parallel=$(CPU_PARALLEL) $(if $(filter $*,$(PROBE_SWEEPS)),--probe); status=$$?; \
 	  $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/$* && exit $$status
 
 # Theorem 3.1's construction and bounds (configs/theorem.py:quick, 4-10 min on 2 cores): the

@@ -45,9 +45,11 @@ _BUDGET = flags.DEFINE_float("estimate_budget_s", estimate.BUDGET_S, "With --est
 _LAUNCHER = flags.DEFINE_enum("launcher", "local", launch.LAUNCHERS, "local: subprocesses on "
                               "this machine; slurm: a submitit job array; submitit_local: the "
                               "slurm path with submitit's local executor (for testing).")
-_PARALLEL = flags.DEFINE_integer("parallel", 1, "local: programs run at once. Each program "
-                                 "already uses every core (XLA) or the accelerator, so 1 is "
-                                 "right on a small machine or one GPU.", lower_bound=1)
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "local: programs run at once, each on its own "
+                                 "share of this process's cores (at most one program per core; "
+                                 "on 2 cores 2 do about 1.2x the work of 1: "
+                                 "benchmarks/core_sharing.py). With one GPU keep 1.",
+                                 lower_bound=1)
 _PROBE = flags.DEFINE_bool("probe", False, "After training, run experiments/probe.py on each "
                            "program (skipped when probes.jsonl has its final step).")
 _EVALUATE = flags.DEFINE_bool("evaluate", False, "After training, run experiments/evaluate.py "

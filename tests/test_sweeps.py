@@ -3,6 +3,7 @@ runs, skipping finished programs and resuming interrupted ones (experiments/swee
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -205,6 +206,12 @@ def test_failed_program_is_recorded_and_the_others_run(sweep_file, tmp_path):
   assert f"log {sweep_dir / failed['log']}" in result.stderr  # printed absolute
   assert entries["width-8"]["status"] == "done"
   assert os.path.isdir(sweep_dir / "width-8" / "checkpoints" / "200")
+  # Two at once: each on its own core (launch.core_shares), and the sweep's elapsed time kept.
+  index = workdir_lib.read_index(str(sweep_dir))
+  assert index["parallel"] == 2 and 0 < index["elapsed_s"]
+  cores = {re.search(r"train \(cores (\d+)\)", open(sweep_dir / e["log"]).read()).group(1)
+           for e in entries.values()}
+  assert len(cores) == 2
 
 
 def test_submitit_local_runs_a_program_then_evaluates_it(sweep_file, tmp_path):

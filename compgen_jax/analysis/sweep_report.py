@@ -158,8 +158,8 @@ def runs_section(index: dict, rows: list[dict], sweep_dir: str) -> str:
   failed = [e["name"] for e in index["programs"] if e["status"] != "done"]
   lines = [f"Sweep `{portable(index['spec'], repo)}` ({index['name']}), base `{index['base']}`, "
            f"launcher {index['launcher']}; {len(index['programs'])} programs, {len(rows)} runs, "
-           f"total program wall time {total:.0f} s ({total / 60:.1f} min); index updated "
-           f"{index['updated']}.",
+           f"total program wall time {total:.0f} s ({total / 60:.1f} min)"
+           + _elapsed(index) + f"; index updated {index['updated']}.",
            "", md.check("every program finished", not failed,
                         "not finished: " + ", ".join(failed) + "; the sections above leave out "
                         "programs whose training did not finish" if failed else ""), "",
@@ -167,6 +167,17 @@ def runs_section(index: dict, rows: list[dict], sweep_dir: str) -> str:
            "Command lines (run from the repository root; probes where the workdir has them):",
            "", "```", *commands, "```"]
   return "\n".join(lines)
+
+
+def _elapsed(index: dict) -> str:
+  """The local launcher's elapsed time of the sweep's last invocation that ran programs."""
+  if index.get("elapsed_s") is None:
+    return ""
+  at_once = index.get("parallel") or 1
+  how = ("one at a time" if at_once == 1 else
+         f"{at_once} at a time, each on its own share of the cores")
+  return (f", elapsed {index['elapsed_s']:.0f} s ({index['elapsed_s'] / 60:.1f} min; programs "
+          f"{how})")
 
 
 def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:

@@ -12,6 +12,7 @@ without this launcher).
 import datetime
 import os
 import threading
+import time
 
 from compgen_jax import files
 from compgen_jax import workdir as workdir_lib
@@ -56,9 +57,18 @@ def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
 class Index:
   """The index and the progress lines, updated as programs start and finish (thread-safe)."""
 
-  def __init__(self, sweep: Sweep, launcher: str, to_run: list[str], echo=print):
+  def __init__(self, sweep: Sweep, launcher: str, to_run: list[str], echo=print,
+               parallel: int | None = None):
+    """`parallel`: programs run at once by the local launcher; then the index also records
+    the invocation's elapsed wall time (first start to last end) as elapsed_s."""
     self.sweep_dir, self.echo, self.total = sweep.sweep_dir, echo, len(to_run)
-    self.data = new(sweep, launcher, workdir_lib.read_index(sweep.sweep_dir))
+    previous = workdir_lib.read_index(sweep.sweep_dir)
+    self.data = new(sweep, launcher, previous)
+    if parallel is not None and to_run:
+      self.data["parallel"] = parallel
+    elif "elapsed_s" in previous:  # nothing ran: the last invocation that ran programs stands
+      self.data.update(parallel=previous.get("parallel"), elapsed_s=previous["elapsed_s"])
+    self._t0 = time.monotonic()
     self.entries = {entry["name"]: entry for entry in self.data["programs"]}
     self.started = self.ended = 0
     self._lock = threading.Lock()
@@ -95,6 +105,8 @@ class Index:
     with self._lock:
       self.ended += 1
       self.entries[name].update(outcome, log=_relative(self.sweep_dir, outcome["log"]))
+      if "parallel" in self.data and self.ended == self.total:
+        self.data["elapsed_s"] = round(time.monotonic() - self._t0, 2)
       self._write()
       wall = "" if outcome["wall_s"] is None else f" in {outcome['wall_s']:.1f} s"
       line = f"[{self.ended}/{self.total}] {outcome['status']:<6} {name}{wall}"

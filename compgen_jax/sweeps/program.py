@@ -34,17 +34,21 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
 
-def _die_with_launcher():
-  """A child's preexec_fn: SIGKILL the child when the launcher dies (Linux; elsewhere nothing).
-  The signal follows the thread that started the child, which waits on it until it ends."""
-  if _PRCTL is None:
+def _child_setup(cores: tuple[int, ...] | None = None):
+  """A child's preexec_fn: SIGKILL the child when the launcher dies (Linux; elsewhere nothing),
+  and keep it on `cores` when given (XLA then sizes its thread pool to them). The signal
+  follows the thread that started the child, which waits on it until it ends."""
+  if _PRCTL is None and cores is None:
     return None
   launcher = os.getpid()
 
   def preexec() -> None:
-    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != launcher:  # it died before prctl: nothing would signal us
-      os._exit(1)
+    if cores is not None:
+      os.sched_setaffinity(0, cores)
+    if _PRCTL is not None:
+      _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+      if os.getppid() != launcher:  # it died before prctl: nothing would signal us
+        os._exit(1)
 
   return preexec
 
@@ -102,19 +106,21 @@ def outcome(status: str, exit_code: int | None, stage: str | None, wall_s: float
 
 
 def run(program: Program, probe: bool = False, evaluate: bool = False,
-        distributed: bool = False) -> dict:
+        distributed: bool = False, cores: tuple[int, ...] | None = None) -> dict:
   """Runs the program's pending stages in order, appending their output to program.log; stops
-  at the first that fails. Returns its `outcome`."""
+  at the first that fails. `cores`: the CPU cores its processes may use (all when None).
+  Returns its `outcome`."""
   start = time.monotonic()
   os.makedirs(os.path.dirname(program.log), exist_ok=True)
   with open(program.log, "a") as log:
     for stage in pending_stages(program, probe, evaluate):
       command = stage_command(program, stage, distributed)
       now = datetime.datetime.now().isoformat(timespec="seconds")
-      log.write(f"### {now} {stage}: {shlex.join(command)}\n")
+      on = "" if cores is None else f" (cores {','.join(map(str, cores))})"
+      log.write(f"### {now} {stage}{on}: {shlex.join(command)}\n")
       log.flush()
       code = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                            check=False, preexec_fn=_die_with_launcher(),
+                            check=False, preexec_fn=_child_setup(cores),
                             env={workdir_lib.LOCK_WAIT_ENV: str(LOCK_WAIT_S), **os.environ}
                             ).returncode
       if code:
