@@ -249,7 +249,7 @@ class Writers:
 
 
 def _swept(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
-  return tuple(name for name in HPARAMS if tuple(cfg.sweep[name]))
+  return tuple(name for name in HPARAMS if tuple(cfg.sweep.get(name, ())))
 
 
 WRITERS = {

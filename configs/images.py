@@ -34,7 +34,8 @@ def base() -> ml_collections.ConfigDict:
       warmup_steps=200, end_factor=0.05))
   cfg.train = ml_collections.ConfigDict(dict(
       num_steps=6000, batch_size=128, chunk_size=250, log_every=50, checkpoint_every=1000,
-      max_checkpoints=2, progress=True))
+      max_checkpoints=2, progress=True,
+      writers=("jsonl",)))  # metric sinks (training.config): add "tensorboard" for event files
   cfg.sampler = sampler.default_config()
   cfg.detector = detector.default_config()
   # Evaluation: num_prompts prompts per split (ID: training combinations; OOD: held out), each

@@ -39,7 +39,7 @@ for job, workdir, stop_after in json.loads(sys.argv[2]):
   if job == "inspect":
     mesh = sharding.make_mesh()
     grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
-    _, state = loop.restore_or_init(cfg, workdir, grid, mesh)
+    _, state = loop.restore_or_init(loop.trainable(cfg, grid), workdir, mesh)
     bits_T = sharding.replicate(loop.task_bits(cfg), mesh)
     chunk = step_lib.make_train_chunk(cfg, cfg.train.chunk_size)
     hlo = chunk.lower(state, bits_T).compile().as_text()

@@ -1,4 +1,5 @@
-"""Which attribute combinations train: a fixed-shape split per run, built on the host from a key.
+"""Which attribute combinations train: a fixed-shape split per run (tasks.splits.Split, the one
+split type), built on the host from a key.
 
 `random`: round(coverage * T) of the T = (S*C)^K combinations train, redrawn until every
 (slot, attribute, value) appears in training (a compositional support: every concept is seen,
@@ -6,22 +7,13 @@ only its combinations are new). `non_compositional`: one (slot, attribute, value
 key never trains; the rest of the training set is drawn as in `random`. Held out: all the others.
 """
 
-from typing import NamedTuple
-
 import numpy as np
 
 from compgen_jax.images.scenes import Geometry
+from compgen_jax.tasks.splits import Split, padded
 from compgen_jax.types import ConfigError
 
 STRATEGIES = ("random", "non_compositional")
-
-
-class Split(NamedTuple):
-  """Padded index lists [T] (the first n_* entries are real) and their counts."""
-  train_idx: np.ndarray
-  n_train: np.ndarray
-  ood_idx: np.ndarray
-  n_ood: np.ndarray
 
 
 def attributes(geo: Geometry) -> np.ndarray:
@@ -99,6 +91,7 @@ def host_split(seed_data: np.ndarray, coverage: float, strategy: str, geo: Geome
   is_train = np.zeros(geo.num_combos, bool)
   is_train[train] = True
   ood = np.flatnonzero(~is_train)
-  pad = lambda idx: np.concatenate([rng.permutation(idx), np.zeros(geo.num_combos - len(idx),
-                                                                    np.int64)]).astype(np.int32)
-  return Split(pad(train), np.int32(len(train)), pad(ood), np.int32(len(ood)))
+  # the key's order of each set (train first, then held out: the draws' order is the split's)
+  train_idx = padded(rng.permutation(train), geo.num_combos)
+  ood_idx = padded(rng.permutation(ood), geo.num_combos)
+  return Split(train_idx, np.int32(len(train)), ood_idx, np.int32(len(ood)))

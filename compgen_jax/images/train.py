@@ -1,5 +1,6 @@
-"""Training the image runs (seeds x coverage levels, one vmapped program): init_run, the jitted
-scan chunk, and the host loop (orbax checkpoints, resume, metrics.jsonl, progress bar)."""
+"""Training the image runs (seeds x coverage levels, one vmapped program): init_run and the
+jitted scan chunk, trained by the one loop (training.loop.run: resume, sharding over devices,
+NaN stop, the metric writers, progress bar)."""
 
 import functools
 import itertools
@@ -17,10 +18,12 @@ from compgen_jax import checkpointing, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import model as model_lib
 from compgen_jax.images import sampler, scenes, split
+from compgen_jax.tasks import splits as task_splits
+from compgen_jax.training import loop, sharding
 from compgen_jax.training import runs as train_runs
 from compgen_jax.training import state as state_lib
 from compgen_jax.training import step as step_lib
-from compgen_jax.types import ConfigError, NonFiniteError
+from compgen_jax.types import ConfigError
 
 HPARAMS = ("coverage",)
 
@@ -58,6 +61,7 @@ def validate(cfg: ml_collections.ConfigDict) -> scenes.Geometry:
     if not cfg.train[name] > 0:
       raise ConfigError(f"train.{name}", f"must be > 0, got {cfg.train[name]}")
   train_runs.validate_schedule(cfg.optim, cfg.train.num_steps)
+  metric_writer.validate_writers(cfg.train.writers)
   if cfg.train.chunk_size % cfg.train.log_every:
     raise ConfigError("train.log_every", f"must divide train.chunk_size ({cfg.train.chunk_size})"
                       f", got {cfg.train.log_every}")
@@ -99,8 +103,9 @@ def init_run(key: jax.Array, coverage: jax.Array, run_split: split.Split,
 
 
 @state_lib.cache_by_config
-def jitted_init(cfg: ml_collections.ConfigDict):
-  return jax.jit(jax.vmap(functools.partial(init_run, cfg=cfg)))
+def jitted_init(cfg: ml_collections.ConfigDict, out_shardings=None):
+  init = jax.vmap(functools.partial(init_run, cfg=cfg))
+  return jax.jit(init) if out_shardings is None else jax.jit(init, out_shardings=out_shardings)
 
 
 def init_inputs(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None):
@@ -123,7 +128,7 @@ def draw_scenes(key, idx_T, count, n: int, geo: scenes.Geometry):
   """n scenes of combinations drawn uniformly from idx_T[:count]: (shapes, colours, offsets)
   [n, K] each."""
   key_combo, key_offset = jax.random.split(key)
-  combos = idx_T[jax.random.randint(key_combo, (n,), 0, jnp.maximum(count, 1))]
+  combos = task_splits.sample_indices(key_combo, idx_T, jnp.maximum(count, 1), n)
   shapes, colours = scenes.decode_combos(combos, geo)
   return shapes, colours, jax.random.randint(key_offset, (n, geo.num_slots), 0, geo.num_offsets)
 
@@ -185,46 +190,24 @@ def restore(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = Non
                                abstract_state(cfg, run_grid(cfg)), step)
 
 
+def trainable(cfg: ml_collections.ConfigDict, grid: list[dict], splits) -> loop.Trainable:
+  """The image runs of `grid` (run_info) for the one loop; no evaluator during training (images
+  are sampled and checked from the checkpoints: evaluate.py, probes.py)."""
+  def init(mesh):
+    inputs = sharding.pad(init_inputs(cfg, grid, splits), sharding.padded_count(len(grid), mesh))
+    return jitted_init(cfg, sharding.run_sharding(mesh))(*inputs)
+
+  return loop.Trainable(grid=grid, init=init,
+                        abstract=lambda: abstract_state(cfg, run_grid(cfg)),
+                        chunk=make_chunk(cfg))
+
+
 def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None = None
           ) -> list[dict]:
-  """Trains every run of `cfg` in `workdir`, resuming from its latest checkpoint; `stop_after`
-  (a checkpoint step) ends early as a preemption would. Returns the last step's rows."""
+  """Trains every run of `cfg` in `workdir` through the one loop, resuming from its latest
+  checkpoint; `stop_after` (a checkpoint step) ends early as a preemption would. Returns the
+  last step's rows."""
   validate(cfg)
   splits = host_splits(cfg, run_grid(cfg))  # an impossible split fails here, before any file
-  grid = run_info(cfg, run_grid(cfg), splits)
-  if stop_after is not None and stop_after % cfg.train.checkpoint_every:
-    raise ConfigError("stop_after", f"must be a multiple of train.checkpoint_every "
-                      f"({cfg.train.checkpoint_every}), got {stop_after}")
-  end = cfg.train.num_steps if stop_after is None else min(stop_after, cfg.train.num_steps)
-  workdir_lib.prepare(workdir, cfg)
-  metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
-  ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
-  if checkpointing.available_steps(ckpt_dir):
-    step, state = restore(cfg, workdir)
-  else:
-    step, state = 0, jitted_init(cfg)(*init_inputs(cfg, grid, splits))
-  metric_writer.truncate_after(metrics_path, step)  # rows a killed attempt wrote after it
-  writer = metric_writer.JsonlWriter(metrics_path)
-  chunk = make_chunk(cfg)
-  mngr = checkpointing.manager(ckpt_dir, max_to_keep=cfg.train.max_checkpoints)
-  bar = metric_writer.progress_bar(cfg.train.num_steps, step, desc=os.path.basename(workdir),
-                                   disable=not cfg.train.progress)
-  while step < end:
-    state, metrics, finite = chunk(state)
-    metrics, finite = jax.device_get((metrics, finite))
-    every = cfg.train.log_every
-    windows = metric_writer.window_means({k: v.T for k, v in metrics.items()}, every)
-    writer.write(metric_writer.stacked_rows(windows, step + every, grid, every))
-    step += cfg.train.chunk_size
-    if not finite.all():
-      bar.close()
-      raise NonFiniteError(f"non-finite loss or parameters by step {step} in runs "
-                           f"{[g['run'] for g, ok in zip(grid, finite, strict=True) if not ok]};"
-                           f" the last good checkpoint in {workdir!r} is kept")
-    if step % cfg.train.checkpoint_every == 0 or step == cfg.train.num_steps:
-      checkpointing.save(mngr, step, state)
-    bar.update(cfg.train.chunk_size)
-    bar.set_postfix({"loss": f"{np.mean(windows['train/loss'][-1]):.4f}"})
-  bar.close()
-  mngr.close()
-  return [r for r in metric_writer.read_rows(metrics_path) if r["step"] == cfg.train.num_steps]
+  return loop.run(trainable(cfg, run_info(cfg, run_grid(cfg), splits), splits), cfg, workdir,
+                  stop_after)

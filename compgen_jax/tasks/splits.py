@@ -13,9 +13,11 @@ from compgen_jax.types import Array
 
 
 class Split(NamedTuple):
-  """Fixed-shape split: the first n_train of train_idx are the training tasks (ascending), the rest
-  repeat the first one; likewise ood_idx / n_ood (all zeros, unused, when n_ood == 0). Train and
-  OOD are disjoint; n_train + n_ood < T for connected / disconnected."""
+  """Fixed-shape split (every family's: task tables and image combinations): the first n_train
+  of train_idx are the training tasks (ascending for task tables; the image splits keep the
+  order their key drew), the rest repeat the first one (padded); likewise ood_idx / n_ood (all
+  zeros, unused, when n_ood == 0). Train and OOD are disjoint; n_train + n_ood < T for connected
+  / disconnected. Draws read the first n entries only (sample_indices)."""
 
   train_idx: Array  # int32 [T]
   n_train: Array  # int32 []
@@ -23,7 +25,8 @@ class Split(NamedTuple):
   n_ood: Array  # int32 []
 
 
-def _padded(idx: np.ndarray, T: int) -> np.ndarray:
+def padded(idx: np.ndarray, T: int) -> np.ndarray:
+  """int32 [T]: idx, then copies of its first entry (zeros when it is empty)."""
   out = np.full(T, idx[0] if idx.size else 0, np.int32)
   out[: idx.size] = idx
   return out
@@ -37,7 +40,7 @@ def split_from_mask(ood_T: np.ndarray, train_T: np.ndarray | None = None) -> Spl
     raise ValueError("training and OOD tasks overlap")
   train, ood = np.flatnonzero(train_T), np.flatnonzero(ood_T)
   T = ood_T.size
-  return Split(_padded(train, T), np.int32(train.size), _padded(ood, T), np.int32(ood.size))
+  return Split(padded(train, T), np.int32(train.size), padded(ood, T), np.int32(ood.size))
 
 
 def split(key: jax.Array, frac_ood: Array | float, *, strategy: str, M: int, K: int,

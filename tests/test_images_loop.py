@@ -1,0 +1,88 @@
+"""Image runs through the one loop (training.loop.run): SIGKILLed mid-run and re-run, they end
+with the rows and parameters of an uninterrupted run; sharded over 4 forced host devices they
+write the rows of one device (each device count is a subprocess: it is fixed when JAX starts)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from compgen_jax import checkpointing, metric_writer
+from compgen_jax import workdir as workdir_lib
+from tests.helpers import REPO
+
+# 3 seeds x 2 coverages = 6 runs: padded to 8 on 4 devices (copies of run 5)
+OVERRIDES = ["--config.num_seeds=3", "--config.train.num_steps=600",
+             "--config.train.checkpoint_every=50"]
+
+
+def _train(workdir: str, devices: int = 1, **popen) -> subprocess.Popen:
+  flags = (os.environ.get("XLA_FLAGS", "")
+           + f" --xla_force_host_platform_device_count={devices}").strip()
+  return subprocess.Popen(
+      [sys.executable, os.path.join(REPO, "experiments", "images.py"),
+       "--config=configs/images.py:tiny", f"--workdir={workdir}", "--mode=train", *OVERRIDES],
+      cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags), **popen)
+
+
+def _finish(proc: subprocess.Popen) -> None:
+  _, err = proc.communicate(timeout=600)
+  assert proc.returncode == 0, err[-3000:]
+
+
+def _rows(workdir: str) -> list[dict]:
+  return metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
+
+
+def _params(workdir: str) -> dict:
+  script = ("import json, sys, numpy as np, jax\n"
+            "from compgen_jax.images import train\nfrom tests.helpers import load_config\n"
+            "cfg = load_config('images', 'tiny', **{'num_seeds': 3, 'train.num_steps': 600,"
+            " 'train.checkpoint_every': 50})\n"
+            "step, state = train.restore(cfg, sys.argv[1])\n"
+            "print(json.dumps([step, [np.asarray(a).tolist() for a in "
+            "jax.tree.leaves(state.ema)][:2]]))")
+  out = subprocess.run([sys.executable, "-c", script, workdir], cwd=REPO, capture_output=True,
+                       text=True, check=True, env=dict(os.environ, JAX_PLATFORMS="cpu")).stdout
+  return json.loads(out.strip().splitlines()[-1])
+
+
+def test_sigkilled_image_run_resumes_to_the_uninterrupted_rows(tmp_path):
+  clean, killed = str(tmp_path / "clean"), str(tmp_path / "killed")
+  reference = _train(clean, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  proc = _train(killed, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  ckpt_dir = os.path.join(killed, workdir_lib.CHECKPOINT_DIR)
+  deadline = time.monotonic() + 300
+  while not checkpointing.available_steps(ckpt_dir):
+    assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint came"
+    time.sleep(0.05)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  steps = checkpointing.available_steps(ckpt_dir)
+  assert 600 not in steps, f"finished before the kill ({steps}): nothing was interrupted"
+  _finish(_train(killed, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+  _finish(reference)
+  assert _rows(killed) == _rows(clean)
+  assert _params(killed) == _params(clean)
+
+
+def test_image_runs_on_four_devices_write_the_rows_of_one(tmp_path):
+  one, four = str(tmp_path / "one"), str(tmp_path / "four")
+  _finish(_train(one, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+  _finish(_train(four, devices=4, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+  ref, rows = _rows(one), _rows(four)
+  assert {r["run"] for r in ref} == set(range(6))  # the padding runs write no rows
+  assert [(r["step"], r["run"]) for r in rows] == [(r["step"], r["run"]) for r in ref]
+  for row, want in zip(rows, ref, strict=True):
+    assert row.keys() == want.keys()
+    for k, v in want.items():  # a device's batch of runs is another XLA loop: float32 rounding
+      if isinstance(v, float):
+        np.testing.assert_allclose(row[k], v, rtol=1e-4, atol=1e-5, err_msg=f"{k} {want}")
+      else:
+        assert row[k] == v, (k, want)
+  # the checkpoint holds the 6 real runs only, so it restores on one device
+  assert _params(four)[0] == 600
