@@ -28,7 +28,7 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats of the jitted pass 
 def _states(cfg_flag, workdir):
   if workdir:
     wd = passes.open_workdir(workdir)
-    return wd.cfg, passes.restore(wd, passes.select_steps(wd, None, False)[0])
+    return wd.cfg, passes.restore(wd, passes.select_steps(wd.checkpoints, None, False)[0])
   grid = runs.run_grid(cfg_flag)
   grid = runs.precompute_splits(cfg_flag, grid)
   return cfg_flag, loop.make_init(cfg_flag)(*runs.run_inputs(cfg_flag, grid))

@@ -3,8 +3,10 @@
 It sits above training/ and evaluation/ (it restores against the training state's shapes and
 runs the evaluation registry), so evaluation/ never imports training/. The passes read
 config.json and checkpoints/ and write only eval.jsonl / probes.jsonl and the eval curve PNG
-(their binaries hold the workdir's lock: cli.run); training artifacts are never modified. A
-re-run over a step replaces that step's rows (write_pass), as the image passes do.
+(their binaries hold the workdir's lock: cli.run); training artifacts are never modified. The
+mechanism is every family's (the image passes use it too): select_steps picks the checkpoints
+(the latest, one, or every), write_pass replaces each step's rows as soon as they are computed,
+so a re-run over a step leaves one copy of its rows.
 """
 
 import os
@@ -72,19 +74,20 @@ def missing_fields(cfg: ml_collections.ConfigDict) -> list[str]:
   return missing
 
 
-def select_steps(wd: Workdir, step: int | None, every: bool) -> list[int]:
-  """Checkpoint steps to process: all (every), the given one, or the latest."""
+def select_steps(checkpoints: str, step: int | None, every: bool) -> list[int]:
+  """Steps of the checkpoint directory `checkpoints` to process: all (every), the given one, or
+  the latest (every family's passes)."""
   if every and step is not None:
     raise ConfigError("step", "give either a step or every, not both")
-  available = checkpointing.available_steps(wd.checkpoints)
+  available = checkpointing.available_steps(checkpoints)
   if not available:
-    raise CheckpointError(f"no checkpoint found in {wd.checkpoints!r}")
+    raise CheckpointError(f"no checkpoint found in {checkpoints!r}")
   if every:
     return available
   if step is None:
     return [available[-1]]
   if step not in available:
-    raise CheckpointError(f"no checkpoint for step {step} in {wd.checkpoints!r}; "
+    raise CheckpointError(f"no checkpoint for step {step} in {checkpoints!r}; "
                           f"available: {available}")
   return [step]
 
@@ -143,7 +146,7 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
   wd = open_workdir(path)
   names = tuple(names or evaluators.applicable(wd.cfg))
   evaluate = evaluators.make_evaluate(wd.cfg, names)
-  steps = select_steps(wd, step, every)
+  steps = select_steps(wd.checkpoints, step, every)
   mesh, bits_T = _placement(wd)
 
   def rows_of_step(s: int) -> list[dict]:
@@ -159,7 +162,7 @@ def probe_workdir(path: str, step: int | None = None, every: bool = False) -> li
   and lambda to probes.jsonl (replacing the rows of those steps) and returns the rows."""
   wd = open_workdir(path)
   probe = probes.make_probe(wd.cfg)
-  steps = select_steps(wd, step, every)
+  steps = select_steps(wd.checkpoints, step, every)
   names = activations.layer_names(jax.tree.map(lambda a: jax.ShapeDtypeStruct(
       a.shape[1:], a.dtype), wd.abstract), wd.cfg)
   # on one device: the probe program hangs on XLA:CPU when its input is replicated or sharded

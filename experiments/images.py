@@ -19,13 +19,15 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of the programs, eval
 _MODE = flags.DEFINE_enum("mode", "all", list(experiment.MODES), "train, evaluate (and probe) the "
                           "checkpoints, report, or all three.")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step to evaluate (default: the latest).")
+_EVERY = flags.DEFINE_bool("every", False, "Evaluate and probe every checkpoint (a re-run "
+                           "replaces the rows of its steps).")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):
   del argv
   cli.quiet_logging()
-  print(experiment.run(_CONFIG.value, _WORKDIR.value, _MODE.value, _STEP.value))
+  print(experiment.run(_CONFIG.value, _WORKDIR.value, _MODE.value, _STEP.value, _EVERY.value))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ planted linear code, and the binary trains, evaluates, probes and reports (smoke
 from the checkpoint reproduces the binary's rows; a bad config exits 2 with one line."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import probes as ridge
 from compgen_jax.images import analysis, evaluate, probes, sampler, scenes
 from compgen_jax.images import model as model_lib
+from compgen_jax.types import CheckpointError
 from tests.helpers import REPO, load_config
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -113,6 +115,26 @@ def test_evaluation_from_the_checkpoint_reproduces_the_rows(workdir):
     np.testing.assert_array_equal([as_float(v) for v in new.values()],
                                   [as_float(v) for v in old.values()])
   assert metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE)) == before
+
+
+def test_every_checkpoint_pass_writes_each_step_once(workdir, tmp_path):
+  # the pass mechanism of every family (passes.select_steps / write_pass): tiny checkpoints at
+  # steps 50 and 100; a re-run replaces its steps' rows instead of appending copies
+  cfg = load_config("images", "tiny")
+  wd = str(tmp_path / "copy")
+  shutil.copytree(workdir, wd)
+  latest = metric_writer.read_rows(os.path.join(wd, workdir_lib.EVAL_FILE))
+  for _ in range(2):
+    evaluate.evaluate_workdir(cfg, wd, grids=False, every=True)
+    probes.probe_workdir(cfg, wd, every=True)
+  for name in (workdir_lib.EVAL_FILE, workdir_lib.PROBE_FILE):
+    rows = metric_writer.read_rows(os.path.join(wd, name))
+    assert [(r["step"], r["run"]) for r in rows] == [(s, r) for s in (50, 100) for r in range(4)]
+  rows = metric_writer.read_rows(os.path.join(wd, workdir_lib.EVAL_FILE))
+  assert [r["step"] for r in latest] == [100] * 4
+  assert rows[4:] == latest  # step 100 again: the same rows
+  with pytest.raises(CheckpointError, match="no checkpoint for step 70"):
+    evaluate.evaluate_workdir(cfg, wd, step=70)
 
 
 @pytest.mark.parametrize("override, field", [

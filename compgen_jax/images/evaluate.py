@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import metric_writer, rng
+from compgen_jax import passes, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import detector, sampler, scenes
 from compgen_jax.images import train as train_lib
@@ -151,17 +151,22 @@ def write_grid(state: train_lib.ImageState, run: int, cfg, path: str) -> str:
 
 
 def evaluate_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None,
-                     grids: bool = True) -> list[dict]:
-  """Restores a checkpoint (default latest), appends its rows to eval.jsonl (replacing rows of the
-  same step), writes the seed-0 runs' sample grids; returns the rows."""
+                     grids: bool = True, every: bool = False) -> list[dict]:
+  """Evaluates the selected checkpoints (passes.select_steps: default the latest; `every`: all)
+  and writes each step's rows to eval.jsonl as it is done, replacing rows of the same step
+  (passes.write_pass), with the seed-0 runs' sample grids; returns the rows."""
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
-  step, state = train_lib.restore(cfg, workdir, step)
   geo = scenes.geometry(cfg.scene)
-  new = rows(make_evaluate(cfg)(state), grid, step, geo)
-  metric_writer.replace_step_rows(os.path.join(workdir, workdir_lib.EVAL_FILE), step, new)
-  if grids:
-    for r, run in enumerate(grid):
-      if run["seed"] == 0:
-        write_grid(state, r, cfg, os.path.join(
-            workdir, GRID_DIR, f"step{step}_coverage{run['coverage']:g}_seed0.png"))
-  return new
+  steps = passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step, every)
+
+  def rows_of_step(s: int) -> list[dict]:
+    _, state = train_lib.restore(cfg, workdir, s)
+    new = rows(make_evaluate(cfg)(state), grid, s, geo)
+    if grids:
+      for r, run in enumerate(grid):
+        if run["seed"] == 0:
+          write_grid(state, r, cfg, os.path.join(
+              workdir, GRID_DIR, f"step{s}_coverage{run['coverage']:g}_seed0.png"))
+    return new
+
+  return passes.write_pass(os.path.join(workdir, workdir_lib.EVAL_FILE), steps, rows_of_step)

@@ -59,8 +59,9 @@ def _timed(workdir: str, program: str, phase: str, fn):
 
 
 def run(cfg: ml_collections.ConfigDict, workdir: str, mode: str = "all",
-        step: int | None = None) -> str:
-  """Runs `mode` (train | evaluate | report | all); returns a text summary."""
+        step: int | None = None, every: bool = False) -> str:
+  """Runs `mode` (train | evaluate | report | all); returns a text summary. Evaluation and
+  probes take the latest checkpoint, `step`, or (`every`) all of them."""
   progs = validate(cfg, workdir, mode)
   if mode in ("train", "all"):
     workdir_lib.prepare(workdir, cfg)
@@ -69,8 +70,9 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, mode: str = "all",
   if mode in ("evaluate", "all"):
     for name, sub_dir, sub in progs:
       _timed(workdir, name, "evaluate",
-             lambda sub=sub, d=sub_dir: evaluate.evaluate_workdir(sub, d, step))
-      _timed(workdir, name, "probe", lambda sub=sub, d=sub_dir: probes.probe_workdir(sub, d, step))
+             lambda sub=sub, d=sub_dir: evaluate.evaluate_workdir(sub, d, step, every=every))
+      _timed(workdir, name, "probe",
+             lambda sub=sub, d=sub_dir: probes.probe_workdir(sub, d, step, every))
   if mode in ("report", "all"):
     path = report_lib.write(workdir)
     return f"{report_lib.summary(workdir)}\n\nreport: {path}"

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import metric_writer, rng
+from compgen_jax import passes, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import probes as ridge
 from compgen_jax.images import sampler, scenes, split
@@ -186,12 +186,15 @@ def rows(result: dict, grid: list[dict], step: int, cfg: ml_collections.ConfigDi
   return out
 
 
-def probe_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None
-                  ) -> list[dict]:
-  """Restores a checkpoint (default latest), probes every run, rewrites that step's rows of
-  probes.jsonl; returns them."""
+def probe_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None,
+                  every: bool = False) -> list[dict]:
+  """Probes every run on the selected checkpoints (passes.select_steps: default the latest;
+  `every`: all), replacing each step's rows of probes.jsonl (passes.write_pass); returns them."""
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
-  step, state = train_lib.restore(cfg, workdir, step)
-  new = rows(make_probe(cfg)(state), grid, step, cfg)
-  metric_writer.replace_step_rows(os.path.join(workdir, workdir_lib.PROBE_FILE), step, new)
-  return new
+  steps = passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step, every)
+
+  def rows_of_step(s: int) -> list[dict]:
+    _, state = train_lib.restore(cfg, workdir, s)
+    return rows(make_probe(cfg)(state), grid, s, cfg)
+
+  return passes.write_pass(os.path.join(workdir, workdir_lib.PROBE_FILE), steps, rows_of_step)
