@@ -249,7 +249,8 @@ class Writers:
 
 
 def _swept(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
-  return tuple(name for name in HPARAMS if tuple(cfg.sweep.get(name, ())))
+  sweep = cfg.get("sweep") or {}  # families without a sweep section (letters) have no axes
+  return tuple(name for name in HPARAMS if tuple(sweep.get(name, ())))
 
 
 WRITERS = {

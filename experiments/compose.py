@@ -6,8 +6,9 @@
   python experiments/compose.py --workdir=/tmp/letters_tiny --evaluate_only \
       --experiments=baselines --config.compose.ta_lambdas="(0.25,0.5)"
 
-Each experiment writes <workdir>/<name>/results.jsonl and plot.png; training metrics go to
-<workdir>/metrics.jsonl and trained models to <workdir>/checkpoints (restored on a rerun).
+Each experiment writes <workdir>/<name>/results.jsonl and plot.png; each training phase is a
+loop workdir, <workdir>/scratch/ and <workdir>/finetune/ (config.json, metrics.jsonl,
+checkpoints/: a killed run resumes from the last chunk; a finished phase is restored).
 --evaluate_only never trains: it restores the workdir's models and reruns the experiments over
 them with the workdir's config.json (overrides may change only evaluation settings); see
 compgen_jax/letters/standalone.py. A bad or unknown config field, or a workdir without the

@@ -74,7 +74,7 @@ def test_an_unusable_workdir_is_refused_in_one_line(workdir, tmp_path, damage, w
     os.makedirs(path)
   elif damage == "no_checkpoint":
     shutil.copytree(workdir, path)
-    shutil.rmtree(os.path.join(path, "checkpoints", "scratch"))
+    shutil.rmtree(os.path.join(path, "scratch", "checkpoints"))
   before = _digests(path) if os.path.exists(path) else None
   done = _compose(f"--workdir={path}", "--evaluate_only", "--config.compose.kl_threshold=0.2")
   assert done.returncode == 2, done.stderr[-2000:]

@@ -32,8 +32,8 @@ def _fake_run(root, name, ems, qualitative):
          "train": {"num_steps": 10, "batch_size": 1}}
   with open(run / "config.json", "w") as f:
     json.dump(cfg, f)
-  metric_writer.append_rows(str(run / "metrics.jsonl"), [
-      {"step": s, "task": t, "seed": 0, "phase": "scratch", "loss": loss}
+  metric_writer.append_rows(str(run / "scratch" / "metrics.jsonl"), [
+      {"step": s, "task": t, "seed": 0, "train/loss": loss}
       for s, t, loss in ((5, "identity", 9.0), (10, "identity", 0.5), (10, "A>K", 0.1))])
   diag = {k: 0.0 for k in report._DIAG}
   metric_writer.append_rows(str(run / "substitution" / "results.jsonl"), [

@@ -2,7 +2,7 @@
 
   python -m compgen_jax.letters.report results/cpu/letters
 
-reads <dir>/runs/<name>/{config.json, metrics.jsonl, <experiment>/results.jsonl} and
+reads <dir>/runs/<name>/{config.json, scratch/metrics.jsonl, <experiment>/results.jsonl} and
 <dir>/timings.jsonl, and rewrites <dir>/report.md, em.png, separation.png and length.png.
 """
 
@@ -22,6 +22,7 @@ from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis.markdown import table  # noqa: E402
+from compgen_jax.letters.training import SCRATCH  # noqa: E402
 
 RUNS_DIR, REPORT_FILE, TIMINGS_FILE = "runs", "report.md", "timings.jsonl"
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations")
@@ -39,7 +40,8 @@ def load_runs(results_dir: str) -> dict[str, dict]:
   for name in sorted(os.listdir(root)):
     with open(os.path.join(root, name, workdir_lib.CONFIG_FILE)) as f:
       run = {"config": json.load(f),
-             "metrics": metric_writer.read_rows(os.path.join(root, name, workdir_lib.METRICS_FILE))}
+             "metrics": metric_writer.read_rows(os.path.join(root, name, SCRATCH,
+                                                             workdir_lib.METRICS_FILE))}
     for exp in EXPERIMENTS:
       rows = metric_writer.read_rows(os.path.join(root, name, exp, "results.jsonl"))
       if rows:
@@ -54,13 +56,13 @@ def composition_variant(cfg: dict) -> str:
 
 
 def final_losses(metrics: list[dict]) -> dict[str, float]:
-  """Training loss of the last logged chunk (mean over its steps), mean over seeds, per task."""
-  scratch = [r for r in metrics if r.get("phase") == "scratch"]
-  last = max(r["step"] for r in scratch)
+  """Training loss of the scratch phase's last logged chunk (mean over its steps), mean over
+  seeds, per task."""
+  last = max(r["step"] for r in metrics)
   by_task = defaultdict(list)
-  for r in scratch:
+  for r in metrics:
     if r["step"] == last:
-      by_task[r["task"]].append(r["loss"])
+      by_task[r["task"]].append(r["train/loss"])
   return {t: float(np.mean(v)) for t, v in by_task.items()}
 
 

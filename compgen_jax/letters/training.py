@@ -1,37 +1,43 @@
-"""Training many letter LMs in one program: runs (tasks x seeds) vmapped, steps in scan chunks.
+"""Training many letter LMs in one program: runs (tasks x seeds) vmapped, steps in scan chunks,
+through the one loop (training.loop.run: resume from the last chunk, sharding over devices, NaN
+stop, metric rows).
 
 A run is a key, its task's substitution tables, its training strings and a trainable mask
-(all ones from scratch; the head or the top blocks when fine-tuning). The host loop only acts
-between chunks: progress bar, metric rows, a non-finite check.
+(all ones from scratch; the head or the top blocks when fine-tuning). A phase ('scratch',
+'finetune') is one loop workdir: <workdir>/<phase>/ with its config.json, metrics.jsonl and
+checkpoints.
 """
 
 import functools
+import os
 from collections.abc import Callable
 from typing import NamedTuple
 
+import flax.struct
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 
-from compgen_jax import metric_writer, rng
+from compgen_jax import checkpointing, rng
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import data
 from compgen_jax.lm.model import Model, forward
-from compgen_jax.types import Array, ConfigError, NonFiniteError, PyTree
+from compgen_jax.training import loop, sharding
+from compgen_jax.training import step as step_lib
+from compgen_jax.types import Array, ConfigError, PyTree
+
+SCRATCH, FINETUNE = "scratch", "finetune"  # the phases, each a loop workdir <workdir>/<phase>/
 
 
 class Runs(NamedTuple):
   """Per-run arrays, leading axis R."""
-  key: Array          # typed keys: the run's data / step stream
+  key: Array          # the run's data / step stream: typed keys (raw key data in LetterState)
   tables_RxPxV: Array
   num_tables_R: Array
   data_RxNxL: Array   # fixed training strings (N = 1 and unused when sampling fresh)
   mask: PyTree        # per-leaf 0/1 scalars per run: which params train
-
-
-class TrainState(NamedTuple):
-  params: PyTree
-  opt_state: PyTree
 
 
 def trainable_mask(params: PyTree, regime: str, num_layers: int) -> PyTree:
@@ -105,25 +111,38 @@ def training_batch(key: Array, run: Runs, cfg_data, batch_size: int):
   return lm_example(tokens, target, cfg_data.layout)
 
 
+@flax.struct.dataclass
+class LetterState:
+  """One phase's stacked runs as the one loop (training.loop.run) trains and checkpoints them."""
+  step: Array       # int32 [R], steps completed
+  params: PyTree
+  opt_state: PyTree
+  run: Runs         # the run's data; its key as raw key data (orbax stores no typed keys)
+
+
 def make_train_chunk(model: Model, cfg_data, batch_size: int, optimizer,
                      chunk_steps: int) -> Callable:
-  """jit(vmap over runs (scan over `chunk_steps` steps)); donates the state."""
+  """jit(vmap over runs (scan over `chunk_steps` steps)), donating the state: states ->
+  (states, {"train/loss", "train/token_acc": [R, chunk]}, finite [R])."""
 
-  def one_step(state: TrainState, run: Runs, step):
-    example = training_batch(rng.step_key(run.key, step), run, cfg_data, batch_size)
+  def one_step(state: LetterState, _):
+    run = state.run
+    key = rng.step_key(jax.random.wrap_key_data(run.key), state.step)
+    example = training_batch(key, run, cfg_data, batch_size)
     grad_fn = jax.value_and_grad(functools.partial(lm_loss, model), has_aux=True)
     (loss, acc), grads = grad_fn(state.params, *example)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     updates = jax.tree.map(lambda u, m: u * m, updates, run.mask)
-    return TrainState(optax.apply_updates(state.params, updates), opt_state), (loss, acc)
+    new = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                        opt_state=opt_state)
+    return new, {"train/loss": loss, "train/token_acc": acc}
 
-  def run_chunk(state: TrainState, run: Runs, first_step):
-    def body(s, i):
-      return one_step(s, run, first_step + i)
-    state, (loss_C, acc_C) = jax.lax.scan(body, state, jnp.arange(chunk_steps))
-    return state, {"loss": loss_C.mean(), "last_loss": loss_C[-1], "token_acc": acc_C[-1]}
+  def run_chunk(state: LetterState):
+    state, metrics = jax.lax.scan(one_step, state, length=chunk_steps)
+    finite = step_lib.all_finite(state.params) & jnp.all(jnp.isfinite(metrics["train/loss"]))
+    return state, metrics, finite
 
-  return jax.jit(jax.vmap(run_chunk, in_axes=(0, 0, None)), donate_argnums=0)
+  return jax.jit(jax.vmap(run_chunk), donate_argnums=0)
 
 
 def make_runs(keys_R: Array, tasks: list[str], cfg_data, masks: PyTree) -> Runs:
@@ -138,27 +157,49 @@ def make_runs(keys_R: Array, tasks: list[str], cfg_data, masks: PyTree) -> Runs:
               strings, masks)
 
 
-def train(model: Model, params_R: PyTree, runs: Runs, cfg_data, cfg_train, cfg_optim,
-          run_info: list[dict], metrics_path: str, desc: str, progress: bool) -> PyTree:
-  """Trains all runs for cfg_train.num_steps; writes one metric row per chunk and run."""
-  num_steps = cfg_train.num_steps
-  chunk = min(cfg_train.chunk_size, num_steps)
-  if num_steps % chunk:
-    raise ConfigError("train.chunk_size", f"{chunk} must divide num_steps={num_steps}")
-  optimizer = make_optimizer(cfg_optim, num_steps)
-  train_chunk = make_train_chunk(model, cfg_data, cfg_train.batch_size, optimizer, chunk)
-  params_R = jax.tree.map(jnp.copy, params_R)  # the chunk donates its state, not the caller's
-  state = TrainState(params_R, jax.vmap(optimizer.init)(params_R))
-  bar = metric_writer.progress_bar(num_steps, desc=desc, disable=not progress)
-  for first in range(0, num_steps, chunk):
-    state, metrics = train_chunk(state, runs, first)
-    metrics = jax.device_get(metrics)
-    if not np.all(np.isfinite(metrics["loss"])):
-      raise NonFiniteError(f"{desc}: non-finite loss before step {first + chunk}")
-    rows = metric_writer.stacked_rows({k: v[None] for k, v in metrics.items()}, first + chunk,
-                                      [dict(info, phase=desc) for info in run_info])
-    metric_writer.append_rows(metrics_path, rows)
-    bar.update(chunk)
-    bar.set_postfix(loss=f"{float(np.mean(metrics['last_loss'])):.4f}")
-  bar.close()
+def phase_config(name: str, cfg, cfg_train, cfg_optim, what: dict) -> ml_collections.ConfigDict:
+  """The config of one training phase ('scratch' or 'finetune'), as its workdir records it:
+  what it trains (`what`: its tasks or (expert, regime) runs), the settings its models depend
+  on, and the loop's train section (one row and one checkpoint per chunk, so a killed phase
+  resumes from its last chunk)."""
+  chunk = min(cfg_train.chunk_size, cfg_train.num_steps)
+  return ml_collections.ConfigDict({
+      "phase": name, **what, "seed": cfg.seed, "num_seeds": cfg.num_seeds, "init": cfg.init,
+      "model": cfg.model.to_dict(), "data": cfg.data.to_dict(), "optim": cfg_optim.to_dict(),
+      "train": {"num_steps": cfg_train.num_steps, "batch_size": cfg_train.batch_size,
+                "chunk_size": chunk, "log_every": chunk, "checkpoint_every": chunk,
+                "max_checkpoints": 2, "writers": ("jsonl",), "progress": cfg.train.progress}})
+
+
+def trainable(model: Model, params_R: PyTree, runs: Runs, cfg_data, phase_cfg,
+              grid: list[dict]) -> loop.Trainable:
+  """One phase's runs (params_R their initial parameters) for the one loop."""
+  t = phase_cfg.train
+  optimizer = make_optimizer(phase_cfg.optim, t.num_steps)
+  inputs = (params_R, runs._replace(key=jax.random.key_data(runs.key)))
+
+  def init_one(params, run):
+    return LetterState(step=jnp.zeros((), jnp.int32), params=params,
+                       opt_state=optimizer.init(params), run=run)
+
+  def init(mesh):
+    padded = sharding.pad(inputs, sharding.padded_count(len(grid), mesh))
+    return jax.jit(jax.vmap(init_one), out_shardings=sharding.run_sharding(mesh))(*padded)
+
+  return loop.Trainable(
+      grid=grid, init=init, abstract=lambda: jax.eval_shape(jax.vmap(init_one), *inputs),
+      chunk=make_train_chunk(model, cfg_data, t.batch_size, optimizer, t.chunk_size))
+
+
+def train(phase: loop.Trainable, phase_cfg, workdir: str, train: bool = True) -> PyTree:
+  """The phase's trained parameters [R, ...]: trained in `workdir` through the one loop
+  (resuming; a finished phase is only restored), or, `train` False, restored from its final
+  checkpoint (CheckpointError if there is none)."""
+  ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
+  done = phase_cfg.train.num_steps in checkpointing.available_steps(ckpt_dir)
+  if train and not done:
+    loop.run(phase, phase_cfg, workdir)
+  _, state = checkpointing.restore(ckpt_dir, phase.abstract(), phase_cfg.train.num_steps)
+  if not train or done:
+    print(f"[{phase_cfg.phase}] restored trained models from {ckpt_dir}", flush=True)
   return state.params

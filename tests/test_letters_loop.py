@@ -1,0 +1,78 @@
+"""Letter runs through the one loop (training.loop.run, a phase per loop workdir): SIGKILLed in
+the middle of the scratch phase and re-run, they end with the rows and results of an
+uninterrupted run; over 4 forced host devices they write the rows of one device (each device
+count is a subprocess: it is fixed when JAX starts)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from compgen_jax import checkpointing, metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.letters import runner, training
+from tests.helpers import REPO
+
+# tiny: 3 tasks x 2 seeds = 6 runs (padded to 8 on 4 devices); a checkpoint every 50 steps
+OVERRIDES = ["--config.experiments=('substitution',)", "--config.train.num_steps=600",
+             "--config.train.chunk_size=50"]
+
+
+def _compose(workdir: str, devices: int = 1) -> subprocess.Popen:
+  flags = (os.environ.get("XLA_FLAGS", "")
+           + f" --xla_force_host_platform_device_count={devices}").strip()
+  return subprocess.Popen(
+      [sys.executable, os.path.join(REPO, "experiments", "compose.py"),
+       "--config=configs/letters.py:tiny", f"--workdir={workdir}", *OVERRIDES], cwd=REPO,
+      env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags, PYTHONPATH=REPO),
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen) -> None:
+  _, err = proc.communicate(timeout=600)
+  assert proc.returncode == 0, err[-3000:]
+
+
+def _rows(workdir: str, name: str = "") -> list[dict]:
+  path = (os.path.join(workdir, name, runner.RESULTS_FILE) if name else
+          os.path.join(workdir, training.SCRATCH, workdir_lib.METRICS_FILE))
+  return metric_writer.read_rows(path)
+
+
+def test_sigkilled_letter_run_resumes_to_the_uninterrupted_rows(tmp_path):
+  clean, killed = str(tmp_path / "clean"), str(tmp_path / "killed")
+  reference = _compose(clean)
+  proc = _compose(killed)
+  ckpt_dir = os.path.join(killed, training.SCRATCH, workdir_lib.CHECKPOINT_DIR)
+  deadline = time.monotonic() + 300
+  while not checkpointing.available_steps(ckpt_dir):
+    assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint came"
+    time.sleep(0.05)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  steps = checkpointing.available_steps(ckpt_dir)
+  assert 600 not in steps, f"the phase finished before the kill ({steps}): nothing interrupted"
+  _finish(_compose(killed))
+  _finish(reference)
+  assert _rows(killed) == _rows(clean)
+  assert [r["step"] for r in _rows(clean)][::6] == list(range(50, 601, 50))  # 6 runs a chunk
+  # the models the experiments read are the same: so are their results
+  assert _rows(killed, "substitution") == _rows(clean, "substitution")
+
+
+def test_letter_runs_on_four_devices_write_the_rows_of_one(tmp_path):
+  one, four = str(tmp_path / "one"), str(tmp_path / "four")
+  _finish(_compose(one))
+  _finish(_compose(four, devices=4))
+  ref, rows = _rows(one), _rows(four)
+  assert {(r["task"], r["seed"]) for r in ref} == {
+      (t, s) for t in ("identity", "A>B", "C>D") for s in (0, 1)}  # no padding runs' rows
+  assert [(r["step"], r["task"], r["seed"]) for r in rows] == [
+      (r["step"], r["task"], r["seed"]) for r in ref]
+  for row, want in zip(rows, ref, strict=True):  # another XLA loop per device: rounding
+    np.testing.assert_allclose(row["train/loss"], want["train/loss"], rtol=1e-4, atol=1e-5)
+  em = lambda wd: [r["exact_match"] for r in _rows(wd, "substitution")]
+  np.testing.assert_allclose(em(four), em(one), atol=1e-6)
