@@ -72,7 +72,7 @@ def _phases(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]], tr
                             for n in per_run])
     masks = jax.tree.map(lambda *m: jnp.concatenate(m), *[
         jax.vmap(lambda p, r=r: training.trainable_mask(p, r, cfg.model.num_layers))(
-            jax.tree.map(lambda a: a[i * s:(i + 1) * s], init_R))
+            jax.tree.map(lambda a, i=i: a[i * s:(i + 1) * s], init_R))
         for i, r in enumerate(regimes)])
     phase_cfg = training.phase_config(name, cfg, cfg_train, cfg_optim, what)
     trainable = training.trainable(model, init_R, training.make_runs(
