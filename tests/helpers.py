@@ -1,11 +1,15 @@
 """Shared test helpers: load a preset from configs/ the way the binaries do; copy a sweep dir as
-git keeps it."""
+git keeps it; kill a training process at its first checkpoint."""
 
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+
+from compgen_jax import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,3 +54,23 @@ def run_sweep_binary(*args) -> subprocess.CompletedProcess:
   """experiments/sweep.py with `args`, from the repository root, output captured."""
   return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "sweep.py"), *args],
                         capture_output=True, text=True, cwd=REPO, timeout=600)
+
+
+def kill_at_first_checkpoint(proc: subprocess.Popen, ckpt_dir: str, final_step: int) -> list[int]:
+  """SIGKILLs the training process `proc` as soon as `ckpt_dir` holds a checkpoint, and checks
+  it was interrupted (its final step not saved); returns the steps saved by then."""
+  deadline = time.monotonic() + 300
+  while not checkpointing.available_steps(ckpt_dir):
+    assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint came"
+    time.sleep(0.05)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  steps = checkpointing.available_steps(ckpt_dir)
+  assert final_step not in steps, f"finished before the kill ({steps}): nothing interrupted"
+  return steps
+
+
+def finish(proc: subprocess.Popen) -> None:
+  """Waits for `proc` (started with stderr=PIPE, text=True) and checks it exited 0."""
+  _, err = proc.communicate(timeout=600)
+  assert proc.returncode == 0, err[-3000:]

@@ -4,16 +4,14 @@ write the rows of one device (each device count is a subprocess: it is fixed whe
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 
-from compgen_jax import checkpointing, metric_writer
+from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from tests.helpers import REPO
+from tests.helpers import REPO, finish, kill_at_first_checkpoint
 
 # 3 seeds x 2 coverages = 6 runs: padded to 8 on 4 devices (copies of run 5)
 OVERRIDES = ["--config.num_seeds=3", "--config.train.num_steps=600",
@@ -27,11 +25,6 @@ def _train(workdir: str, devices: int = 1, **popen) -> subprocess.Popen:
       [sys.executable, os.path.join(REPO, "experiments", "images.py"),
        "--config=configs/images.py:tiny", f"--workdir={workdir}", "--mode=train", *OVERRIDES],
       cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags), **popen)
-
-
-def _finish(proc: subprocess.Popen) -> None:
-  _, err = proc.communicate(timeout=600)
-  assert proc.returncode == 0, err[-3000:]
 
 
 def _rows(workdir: str) -> list[dict]:
@@ -55,25 +48,17 @@ def test_sigkilled_image_run_resumes_to_the_uninterrupted_rows(tmp_path):
   clean, killed = str(tmp_path / "clean"), str(tmp_path / "killed")
   reference = _train(clean, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
   proc = _train(killed, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  ckpt_dir = os.path.join(killed, workdir_lib.CHECKPOINT_DIR)
-  deadline = time.monotonic() + 300
-  while not checkpointing.available_steps(ckpt_dir):
-    assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint came"
-    time.sleep(0.05)
-  os.kill(proc.pid, signal.SIGKILL)
-  proc.wait()
-  steps = checkpointing.available_steps(ckpt_dir)
-  assert 600 not in steps, f"finished before the kill ({steps}): nothing was interrupted"
-  _finish(_train(killed, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-  _finish(reference)
+  kill_at_first_checkpoint(proc, os.path.join(killed, workdir_lib.CHECKPOINT_DIR), 600)
+  finish(_train(killed, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+  finish(reference)
   assert _rows(killed) == _rows(clean)
   assert _params(killed) == _params(clean)
 
 
 def test_image_runs_on_four_devices_write_the_rows_of_one(tmp_path):
   one, four = str(tmp_path / "one"), str(tmp_path / "four")
-  _finish(_train(one, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-  _finish(_train(four, devices=4, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+  finish(_train(one, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+  finish(_train(four, devices=4, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
   ref, rows = _rows(one), _rows(four)
   assert {r["run"] for r in ref} == set(range(6))  # the padding runs write no rows
   assert [(r["step"], r["run"]) for r in rows] == [(r["step"], r["run"]) for r in ref]

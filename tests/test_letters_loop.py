@@ -4,17 +4,15 @@ uninterrupted run; over 4 forced host devices they write the rows of one device 
 count is a subprocess: it is fixed when JAX starts)."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 
-from compgen_jax import checkpointing, metric_writer
+from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import runner, training
-from tests.helpers import REPO
+from tests.helpers import REPO, finish, kill_at_first_checkpoint
 
 # tiny: 3 tasks x 2 seeds = 6 runs (padded to 8 on 4 devices); a checkpoint every 50 steps
 OVERRIDES = ["--config.experiments=('substitution',)", "--config.train.num_steps=600",
@@ -31,11 +29,6 @@ def _compose(workdir: str, devices: int = 1) -> subprocess.Popen:
       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _finish(proc: subprocess.Popen) -> None:
-  _, err = proc.communicate(timeout=600)
-  assert proc.returncode == 0, err[-3000:]
-
-
 def _rows(workdir: str, name: str = "") -> list[dict]:
   path = (os.path.join(workdir, name, runner.RESULTS_FILE) if name else
           os.path.join(workdir, training.SCRATCH, workdir_lib.METRICS_FILE))
@@ -46,17 +39,10 @@ def test_sigkilled_letter_run_resumes_to_the_uninterrupted_rows(tmp_path):
   clean, killed = str(tmp_path / "clean"), str(tmp_path / "killed")
   reference = _compose(clean)
   proc = _compose(killed)
-  ckpt_dir = os.path.join(killed, training.SCRATCH, workdir_lib.CHECKPOINT_DIR)
-  deadline = time.monotonic() + 300
-  while not checkpointing.available_steps(ckpt_dir):
-    assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint came"
-    time.sleep(0.05)
-  os.kill(proc.pid, signal.SIGKILL)
-  proc.wait()
-  steps = checkpointing.available_steps(ckpt_dir)
-  assert 600 not in steps, f"the phase finished before the kill ({steps}): nothing interrupted"
-  _finish(_compose(killed))
-  _finish(reference)
+  kill_at_first_checkpoint(
+      proc, os.path.join(killed, training.SCRATCH, workdir_lib.CHECKPOINT_DIR), 600)
+  finish(_compose(killed))
+  finish(reference)
   assert _rows(killed) == _rows(clean)
   assert [r["step"] for r in _rows(clean)][::6] == list(range(50, 601, 50))  # 6 runs a chunk
   # the models the experiments read are the same: so are their results
@@ -65,8 +51,8 @@ def test_sigkilled_letter_run_resumes_to_the_uninterrupted_rows(tmp_path):
 
 def test_letter_runs_on_four_devices_write_the_rows_of_one(tmp_path):
   one, four = str(tmp_path / "one"), str(tmp_path / "four")
-  _finish(_compose(one))
-  _finish(_compose(four, devices=4))
+  finish(_compose(one))
+  finish(_compose(four, devices=4))
   ref, rows = _rows(one), _rows(four)
   assert {(r["task"], r["seed"]) for r in ref} == {
       (t, s) for t in ("identity", "A>B", "C>D") for s in (0, 1)}  # no padding runs' rows
