@@ -54,5 +54,6 @@ def test_the_report_states_the_elapsed_time_and_programs_at_once(tmp_path):
   assert "total program wall time 200 s (3.3 min); index updated" in text  # older indexes
   index.update(parallel=2, elapsed_s=110.0)
   text = sweep_report.runs_section(index, [], str(tmp_path))
-  assert ("total program wall time 200 s (3.3 min), elapsed 110 s (1.8 min; programs 2 at a "
-          "time, each on its own share of the cores); index updated") in text
+  assert ("total program wall time 200 s (3.3 min), elapsed 110 s (1.8 min) in the last "
+          "invocation that ran programs (2 at a time, each on its own share of the cores); index "
+          "updated") in text

@@ -176,8 +176,8 @@ def _elapsed(index: dict) -> str:
   at_once = index.get("parallel") or 1
   how = ("one at a time" if at_once == 1 else
          f"{at_once} at a time, each on its own share of the cores")
-  return (f", elapsed {index['elapsed_s']:.0f} s ({index['elapsed_s'] / 60:.1f} min; programs "
-          f"{how})")
+  return (f", elapsed {index['elapsed_s']:.0f} s ({index['elapsed_s'] / 60:.1f} min) in the last "
+          f"invocation that ran programs ({how})")
 
 
 def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
