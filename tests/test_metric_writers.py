@@ -155,6 +155,26 @@ def test_resumed_curves_equal_uninterrupted(uninterrupted, both_cfg, tmp_path, m
     assert steps == list(range(10, 151, 10)) + list(range(110, 201, 10))
 
 
+def test_only_process_0_opens_the_writers(both_cfg, tmp_path, monkeypatch):
+  # Another process of a jax.distributed job trains and checkpoints but never touches the
+  # workdir's metrics.jsonl or event files (an empty append would still cut what looks like a
+  # torn last line while process 0 writes; a second TensorBoard writer would purge its events).
+  workdir = str(tmp_path / "other")
+  loop.train_and_evaluate(both_cfg, workdir, stop_after=100)
+  metrics = os.path.join(workdir, workdir_lib.METRICS_FILE)
+  with open(metrics, "ab") as f:
+    f.write(b'{"step": 1')  # a torn last line, as process 0 mid-write leaves it
+  files = {p: open(p, "rb").read() for p in [metrics] + [
+      f for d in tensorboard_runs(workdir).values() for f in event_files(d)]}
+  monkeypatch.setattr(loop.sharding, "is_main_process", lambda: False)
+  loop.train_and_evaluate(both_cfg, workdir)
+  assert 200 in loop.checkpointing.available_steps(os.path.join(workdir, "checkpoints"))
+  for path, content in files.items():
+    assert open(path, "rb").read() == content, path
+  assert len(tensorboard_runs(workdir)) == 2 and all(
+      len(event_files(d)) == 1 for d in tensorboard_runs(workdir).values())
+
+
 def test_purge_records_are_tensorboardx_purge_step(tmp_path):
   """The head of each event file is what tensorboardX's SummaryWriter(purge_step=...) writes."""
   SummaryWriter(str(tmp_path / "tbx"), purge_step=101).close()

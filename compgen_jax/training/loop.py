@@ -139,7 +139,11 @@ def run(trainable: Trainable, cfg: ml_collections.ConfigDict, workdir: str,
   if main_process:  # what a report compares students by, without building one
     files.write_json(os.path.join(workdir, workdir_lib.PARAMS_FILE),
                      {"student": count_params(trainable.params(state))})
-  writer = metric_writer.make_writer(cfg, workdir, step)  # after restore: it purges past step
+  # after restore: it purges past step. Process 0 alone opens the sinks: another process that
+  # touched metrics.jsonl (an empty append still cuts what looks like a torn last line) could cut
+  # rows process 0 is writing, and a second TensorBoard writer would purge its events.
+  writer = (metric_writer.make_writer(cfg, workdir, step) if main_process
+            else metric_writer.Writers([]))
   inputs = trainable.inputs(mesh)
   mngr = checkpointing.manager(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
                                max_to_keep=cfg.train.max_checkpoints)
