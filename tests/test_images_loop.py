@@ -14,7 +14,7 @@ from compgen_jax import workdir as workdir_lib
 from tests.helpers import REPO, finish, kill_at_first_checkpoint
 
 # 3 seeds x 2 coverages = 6 runs: padded to 8 on 4 devices (copies of run 5)
-OVERRIDES = ["--config.num_seeds=3", "--config.train.num_steps=600",
+OVERRIDES = ["--config.num_seeds=3", "--config.train.num_steps=200",
              "--config.train.checkpoint_every=50"]
 
 
@@ -34,7 +34,7 @@ def _rows(workdir: str) -> list[dict]:
 def _params(workdir: str) -> dict:
   script = ("import json, sys, numpy as np, jax\n"
             "from compgen_jax.images import train\nfrom tests.helpers import load_config\n"
-            "cfg = load_config('images', 'tiny', **{'num_seeds': 3, 'train.num_steps': 600,"
+            "cfg = load_config('images', 'tiny', **{'num_seeds': 3, 'train.num_steps': 200,"
             " 'train.checkpoint_every': 50})\n"
             "step, state = train.restore(cfg, sys.argv[1])\n"
             "print(json.dumps([step, [np.asarray(a).tolist() for a in "
@@ -48,7 +48,7 @@ def test_sigkilled_image_run_resumes_to_the_uninterrupted_rows(tmp_path):
   clean, killed = str(tmp_path / "clean"), str(tmp_path / "killed")
   reference = _train(clean, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
   proc = _train(killed, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  kill_at_first_checkpoint(proc, os.path.join(killed, workdir_lib.CHECKPOINT_DIR), 600)
+  kill_at_first_checkpoint(proc, os.path.join(killed, workdir_lib.CHECKPOINT_DIR), 200)
   finish(_train(killed, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
   finish(reference)
   assert _rows(killed) == _rows(clean)
@@ -70,4 +70,4 @@ def test_image_runs_on_four_devices_write_the_rows_of_one(tmp_path):
       else:
         assert row[k] == v, (k, want)
   # the checkpoint holds the 6 real runs only, so it restores on one device
-  assert _params(four)[0] == 600
+  assert _params(four)[0] == 200

@@ -15,7 +15,7 @@ from compgen_jax.letters import runner, training
 from tests.helpers import REPO, finish, kill_at_first_checkpoint
 
 # tiny: 3 tasks x 2 seeds = 6 runs (padded to 8 on 4 devices); a checkpoint every 50 steps
-OVERRIDES = ["--config.experiments=('substitution',)", "--config.train.num_steps=600",
+OVERRIDES = ["--config.experiments=('substitution',)", "--config.train.num_steps=200",
              "--config.train.chunk_size=50"]
 
 
@@ -40,11 +40,11 @@ def test_sigkilled_letter_run_resumes_to_the_uninterrupted_rows(tmp_path):
   reference = _compose(clean)
   proc = _compose(killed)
   kill_at_first_checkpoint(
-      proc, os.path.join(killed, training.SCRATCH, workdir_lib.CHECKPOINT_DIR), 600)
+      proc, os.path.join(killed, training.SCRATCH, workdir_lib.CHECKPOINT_DIR), 200)
   finish(_compose(killed))
   finish(reference)
   assert _rows(killed) == _rows(clean)
-  assert [r["step"] for r in _rows(clean)][::6] == list(range(50, 601, 50))  # 6 runs a chunk
+  assert [r["step"] for r in _rows(clean)][::6] == list(range(50, 201, 50))  # 6 runs a chunk
   # the models the experiments read are the same: so are their results
   assert _rows(killed, "substitution") == _rows(clean, "substitution")
 
