@@ -194,8 +194,8 @@ def trainable(cfg: ml_collections.ConfigDict, grid: list[dict], splits) -> loop.
   """The image runs of `grid` (run_info) for the one loop; no evaluator during training (images
   are sampled and checked from the checkpoints: evaluate.py, probes.py)."""
   def init(mesh):
-    inputs = sharding.pad(init_inputs(cfg, grid, splits), sharding.padded_count(len(grid), mesh))
-    return jitted_init(cfg, sharding.run_sharding(mesh))(*inputs)
+    return sharding.init_runs(lambda out: jitted_init(cfg, out), init_inputs(cfg, grid, splits),
+                              len(grid), mesh)
 
   return loop.Trainable(grid=grid, init=init,
                         abstract=lambda: abstract_state(cfg, run_grid(cfg)),

@@ -183,8 +183,8 @@ def trainable(model: Model, params_R: PyTree, runs: Runs, cfg_data, phase_cfg,
                        opt_state=optimizer.init(params), run=run)
 
   def init(mesh):
-    padded = sharding.pad(inputs, sharding.padded_count(len(grid), mesh))
-    return jax.jit(jax.vmap(init_one), out_shardings=sharding.run_sharding(mesh))(*padded)
+    return sharding.init_runs(lambda out: jax.jit(jax.vmap(init_one), out_shardings=out),
+                              inputs, len(grid), mesh)
 
   return loop.Trainable(
       grid=grid, init=init, abstract=lambda: jax.eval_shape(jax.vmap(init_one), *inputs),

@@ -44,11 +44,11 @@ def make_init(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None):
   compilation cache can keep it (start-up). With a mesh the runs are padded to a multiple of its
   devices and created sharded over it (sharding.py)."""
   def init(keys, hparams):
+    splits_R = runs.host_splits(cfg, keys, hparams)
     if mesh is None:
-      return _jitted_init(cfg)(keys, hparams, runs.host_splits(cfg, keys, hparams))
-    keys, hparams = sharding.pad((keys, hparams), sharding.padded_count(len(keys), mesh))
-    return _jitted_init(cfg, sharding.run_sharding(mesh))(
-        keys, hparams, runs.host_splits(cfg, keys, hparams))
+      return _jitted_init(cfg)(keys, hparams, splits_R)
+    return sharding.init_runs(lambda out: _jitted_init(cfg, out), (keys, hparams, splits_R),
+                              len(keys), mesh)
 
   return init
 
@@ -189,14 +189,13 @@ def run(trainable: Trainable, cfg: ml_collections.ConfigDict, workdir: str,
 def trainable(cfg: ml_collections.ConfigDict, grid: list[dict]) -> Trainable:
   """The hyperteacher / preference runs of `grid` (runs.run_grid, splits precomputed): the
   training chunk over the task table, the evaluators of cfg.evals when due."""
-  evaluate = sharding.fetched(_make_evaluate(cfg))
   return Trainable(
       grid=grid,
       init=lambda mesh: make_init(cfg, mesh)(*runs.run_inputs(cfg, grid)),
       abstract=lambda: abstract_state(cfg, grid),
       chunk=_make_chunk(cfg, cfg.train.chunk_size),
       inputs=lambda mesh: (sharding.replicate(task_bits(cfg), mesh),),
-      evaluate=lambda state, bits_T, due: evaluate(state, bits_T, due),
+      evaluate=sharding.fetched(_make_evaluate(cfg)),
       due=lambda step: evaluators.due(cfg, step))  # each at its own every; all at the last step
 
 

@@ -61,6 +61,13 @@ def pad(tree: PyTree, num_padded: int) -> PyTree:
   return jax.tree.map(pad_leaf, tree)
 
 
+def init_runs(jitted_init, inputs: tuple, num_runs: int, mesh: Mesh) -> PyTree:
+  """Fresh stacked runs created sharded over the mesh: `jitted_init(out_shardings)` is a jit of
+  a vmapped init over `inputs` (each leading with the run axis [num_runs]), called with the
+  inputs padded to a multiple of the devices (every family's Trainable.init)."""
+  return jitted_init(run_sharding(mesh))(*pad(inputs, padded_count(num_runs, mesh)))
+
+
 def _is_placed(tree: PyTree, sharding: NamedSharding) -> bool:
   return all(isinstance(a, jax.Array) and a.sharding.is_equivalent_to(sharding, a.ndim)
              for a in jax.tree.leaves(tree))
