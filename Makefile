@@ -38,8 +38,8 @@ clean:
 # them); re-running resumes.
 CPU_RESULTS ?= results/cpu
 # programs of a sweep run at once, each on its own share of the cores (sweep.py --parallel): on
-# 2 cores two programs on one core each do about 1.2x the work of one on both
-# (benchmarks/core_sharing.py); the committed rows were written this way
+# 2 cores two programs on one core each do 1.13x the work of one on both end to end
+# (benchmarks/core_sharing.py); results/cpu/README.md says which committed sweeps ran this way
 CPU_PARALLEL ?= 2
 CPU_SWEEPS := data_scaling model_size scaling_law task_support transformer_vs_mlp \
 	preference_data_scaling preference_model_size preference_task_support

@@ -30,9 +30,10 @@ def dry_run(sweep: Sweep) -> None:
 def core_shares(parallel: int) -> list[tuple[int, ...]] | None:
   """The cores of each of `parallel` program slots: this process's cores split into disjoint
   shares, so each program's XLA sizes its thread pool to its share instead of every program
-  spreading over every core. On 2 cores two programs on one core each do about 1.2x the
-  run-steps of one program on both (benchmarks/core_sharing.py): XLA:CPU keeps only part of a
-  small step busy on a second thread. None (no pinning) for one program or off Linux."""
+  spreading over every core. On 2 cores two programs on one core each do 1.22x the run-steps
+  of one program on both (benchmarks/throughput.py, pinned with taskset), 1.13x end to end with
+  start-up and compilation (benchmarks/core_sharing.py): XLA:CPU keeps only part of a small step
+  busy on a second thread. None (no pinning) for one program or off Linux."""
   if parallel == 1 or not hasattr(os, "sched_getaffinity"):
     return None
   cores = sorted(os.sched_getaffinity(0))
