@@ -67,8 +67,12 @@ reproduce-cpu-%: $(STAMP)
 reproduce-cpu-theorem: $(STAMP)
 	$(PY) experiments/theorem.py --config=configs/theorem.py:quick --workdir=$(CPU_RESULTS)/theorem
 
-# Image composition at CPU scale (configs/images.py:cpu): trains, evaluates, probes and writes
-# results/cpu/images/report.md; re-running resumes. Not part of reproduce-cpu (its own binary).
+# Image composition at CPU scale (configs/sweeps/images.py:cpu): one experiments/images.py
+# program per width (trains, evaluates and probes its latest checkpoint), two at a time, then
+# results/cpu/images/report.md from their rows; re-running resumes. Not part of reproduce-cpu
+# (its report has no claims table).
 .PHONY: reproduce-cpu-images
 reproduce-cpu-images: $(STAMP)
-	$(PY) experiments/images.py --config=configs/images.py:cpu --workdir=$(CPU_RESULTS)/images
+	$(PY) experiments/sweep.py --config=configs/sweeps/images.py:cpu \
+	    --sweep_dir=$(CPU_RESULTS)/images --parallel=$(CPU_PARALLEL) --evaluate --probe; \
+	  status=$$?; $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/images && exit $$status

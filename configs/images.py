@@ -1,16 +1,21 @@
 """Image composition: a conditional flow-matching model on synthetic compositional scenes, trained
 on some attribute combinations and checked exactly (a detector) on held-out ones.
 
-  python experiments/images.py --config=configs/images.py:cpu --workdir=results/cpu/images
+  python experiments/images.py --config=configs/images.py:tiny --workdir=/tmp/img
   python experiments/images.py --config=configs/images.py:tiny --workdir=/tmp/img --mode=train
   python experiments/images.py --config=configs/images.py:paper --workdir=/scratch/img \
-      --config.model.name=conv --config.sweep.width="()"
+      --config.model.name=conv
+
+One program: seeds x split.coverage are one vmapped program of one model shape. The widths of
+the experiment are one program each, launched by the sweep binary (configs/sweeps/images.py):
+
+  python experiments/sweep.py --config=configs/sweeps/images.py:cpu \
+      --sweep_dir=results/cpu/images --parallel=2 --evaluate --probe
+  python experiments/images.py --mode=report --workdir=results/cpu/images
 
 Presets: paper (GPU: 2 x 2 slots of 6 shapes x 6 colours in 32 x 32 images, coverage on a log
-grid, MLP widths to 4096, 5 seeds), cpu (1 x 2 slots of 4 shapes x 4 colours in 16 x 16 images,
-coverage 6 % to 50 %, widths 256 and 512, 3 seeds: under an hour on 2 free cores), tiny (tests).
-Seeds x split.coverage are one vmapped program; each value of sweep.width (shape-changing) is its
-own program in WORKDIR/width-<w>/ (an empty sweep.width trains model.width alone, in WORKDIR).
+grid, 5 seeds; the sweep adds MLP widths 512 to 4096), cpu (1 x 2 slots of 4 shapes x 4 colours
+in 16 x 16 images, coverage 6 % to 50 %, 3 seeds; the sweep: widths 256 and 512), tiny (tests).
 """
 
 import ml_collections
@@ -47,7 +52,6 @@ def base() -> ml_collections.ConfigDict:
   # on num_eval samples of held-out combinations, at the sampler steps in `steps` (0: t = 1).
   cfg.probe = ml_collections.ConfigDict(dict(num_fit=512, num_eval=256, control_combos=12,
                                              steps=(0, 5, 10, 15), lambdas=(1.0,)))
-  cfg.sweep = ml_collections.ConfigDict(dict(width=()))
   return cfg
 
 
@@ -58,8 +62,7 @@ def get_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     cfg.num_seeds = 5
     cfg.scene.update(image_size=32, grid=(2, 2), num_shapes=6, num_colours=6, jitter=4)
     cfg.split.coverage = (0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256)
-    cfg.model.depth = 4
-    cfg.sweep.width = (512, 1024, 2048, 4096)
+    cfg.model.update(width=1024, depth=4)
     cfg.train.update(num_steps=100_000, batch_size=256, chunk_size=1000, log_every=100,
                      checkpoint_every=10_000)
     cfg.eval.update(num_prompts=512, samples_per_prompt=4)
@@ -70,7 +73,6 @@ def get_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     # Tuned on 1-seed runs (see results/cpu/images/README.md): jitter 2, batch 64, guidance 3.
     cfg.scene.jitter = 2
     cfg.split.coverage = (0.0625, 0.125, 0.25, 0.375, 0.5)
-    cfg.sweep.width = (256, 512)
     cfg.train.update(num_steps=2500, batch_size=64, checkpoint_every=500)
     cfg.sampler.guidance = 3.0
   elif preset == "tiny":

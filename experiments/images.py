@@ -1,9 +1,11 @@
-"""Image composition: trains (seeds x coverage vmapped; one program per width), evaluates and
-probes the checkpoints, writes report.md; re-running resumes.
+"""Image composition, one program (seeds x coverage vmapped): trains, evaluates and probes the
+checkpoints, writes report.md; re-running resumes. The widths of the experiment are one program
+each, launched by experiments/sweep.py with configs/sweeps/images.py.
 
-  python experiments/images.py --config=configs/images.py:cpu --workdir=results/cpu/images
+  python experiments/images.py --config=configs/images.py:tiny --workdir=/tmp/img
   python experiments/images.py --config=configs/images.py:tiny --workdir=/tmp/img --mode=train
   python experiments/images.py --config=configs/images.py:tiny --workdir=/tmp/img --mode=evaluate
+  python experiments/images.py --mode=report --workdir=results/cpu/images  # every program there
 """
 
 from absl import flags
@@ -14,14 +16,15 @@ from compgen_jax.images import experiment
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
                                           "configs/images.py:cpu.", lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Directory of the programs, eval/probe rows and "
-                               "report.md; an existing one is resumed.")
-_MODE = flags.DEFINE_enum("mode", "all", list(experiment.MODES), "train, evaluate (and probe) the "
-                          "checkpoints, report, or all three.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "The program's directory (checkpoints, eval/probe "
+                               "rows, report.md); an existing one is resumed. For --mode=report: "
+                               "a program or a directory of programs (a sweep dir).")
+_MODE = flags.DEFINE_enum("mode", "all", list(experiment.MODES), "train, evaluate the "
+                          "checkpoints, probe them, report (needs no --config), or all four.")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step to evaluate (default: the latest).")
 _EVERY = flags.DEFINE_bool("every", False, "Evaluate and probe every checkpoint (a re-run "
                            "replaces the rows of its steps).")
-flags.mark_flags_as_required(["config", "workdir"])
+flags.mark_flags_as_required(["workdir"])
 
 
 def main(argv):

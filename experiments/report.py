@@ -7,7 +7,8 @@
 
 --sweep_dir reads DIR/index.json (written by experiments/sweep.py), picks the sections from the
 sweep config's name (configs/sweeps/<experiment>.py) and writes REPORT.md and its PNGs into
---out (default DIR). --workdirs reads config.json, metrics.jsonl, eval.jsonl and probes.jsonl and
+--out (default DIR); a sweep of another binary (configs/sweeps/images.py) gets that binary's
+report (report.md). --workdirs reads config.json, metrics.jsonl, eval.jsonl and probes.jsonl and
 writes decodability.jsonl and the scatter PNG into --out.
 """
 
@@ -18,7 +19,8 @@ from absl import flags
 
 from compgen_jax import cli
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import correlation, sweep_report
+from compgen_jax.analysis import correlation
+from compgen_jax.sweeps import spec
 from compgen_jax.types import ConfigError
 
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "A sweep dir (with index.json): write its "
@@ -39,7 +41,11 @@ def main(argv):
   if (_SWEEP_DIR.value is None) == (_WORKDIRS.value is None):
     raise ConfigError("sweep_dir", "give exactly one of --sweep_dir and --workdirs")
   if _SWEEP_DIR.value is not None:
-    print(sweep_report.write_report(_SWEEP_DIR.value, _OUT.value))
+    binary = workdir_lib.read_index(_SWEEP_DIR.value).get("binary", "train")
+    if binary not in spec.BINARIES:
+      raise ConfigError("sweep_dir", f"{_SWEEP_DIR.value!r}: its index names the binary "
+                        f"{binary!r}; known: {', '.join(spec.BINARIES)}")
+    print(spec.BINARIES[binary].report(_SWEEP_DIR.value, _OUT.value))
     return
   if _OUT.value is None:
     raise ConfigError("out", "--workdirs needs --out")

@@ -1,7 +1,8 @@
 """The package's import graph points down only (docs/architecture.md, "Layers"): every import
 of a compgen_jax module, read from the source (including imports inside functions), goes to a
 lower layer; analysis reads workdir files and imports only the file and task layers; the
-applications never import each other."""
+applications never import each other; the sweep launcher sits above the applications whose
+programs it validates and launches."""
 
 import ast
 import os
@@ -21,9 +22,10 @@ LAYERS = (
     ("training",),
     ("passes",),
     ("analysis",),
-    ("theory", "letters", "llm_eval", "images", "sweeps"),  # applications
+    ("theory", "letters", "llm_eval", "images"),  # applications
+    ("sweeps",),  # launches programs of the applications' binaries (spec.BINARIES)
 )
-APPLICATIONS = set(LAYERS[-1])
+APPLICATIONS = set(LAYERS[-2])
 # A read-only leaf: tables, plots and reports from workdir files, never a model or a run.
 ANALYSIS_MAY_IMPORT = {"types", "files", "workdir", "metric_writer", "tasks"}
 PACKAGE = os.path.join(REPO, "compgen_jax")

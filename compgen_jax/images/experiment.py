@@ -1,5 +1,7 @@
-"""The image-composition experiment: train every program (one per sweep.width value; seeds x
-coverage vmapped inside each), evaluate and probe its checkpoints, and write the report."""
+"""The image-composition experiment, one program (one model shape; seeds x coverage vmapped
+inside it): train, evaluate and probe its checkpoints, and write the report. A shape-changing
+axis (model width) is one program per value, launched by experiments/sweep.py
+(configs/sweeps/images.py); the report reads every program under a directory."""
 
 import os
 import time
@@ -13,67 +15,51 @@ from compgen_jax.images import report as report_lib
 from compgen_jax.images import train as train_lib
 from compgen_jax.types import ConfigError
 
-MODES = ("train", "evaluate", "report", "all")
+MODES = ("train", "evaluate", "probe", "report", "all")
 TIMINGS_FILE = "timings.jsonl"
 
 
-def programs(cfg: ml_collections.ConfigDict, workdir: str) -> list[tuple[str, str, object]]:
-  """(name, workdir, config) per program: WORKDIR/width-<w>/ per sweep.width value (it sets
-  model.width, or model.channels for the conv model), else WORKDIR itself."""
-  widths = tuple(cfg.sweep.width)
-  if not widths:
-    return [(os.path.basename(os.path.normpath(workdir)), workdir, cfg)]
-  out = []
-  for w in widths:
-    sub = ml_collections.ConfigDict(cfg.to_dict())
-    sub.model["channels" if cfg.model.name == "conv" else "width"] = int(w)
-    sub.sweep.width = ()
-    sub.lock()
-    out.append((f"width-{w}", os.path.join(workdir, f"width-{w}"), sub))
-  return out
+def validate_program(cfg: ml_collections.ConfigDict) -> None:
+  """The program's config and splits, checked before anything is written (the sweep launcher
+  runs this too, for every program before any starts)."""
+  train_lib.validate(cfg)
+  probes.validate(cfg)
+  train_lib.host_splits(cfg, train_lib.run_grid(cfg))
 
 
-def validate(cfg: ml_collections.ConfigDict, workdir: str, mode: str) -> list:
-  """Every program's config and splits checked before anything is written."""
-  if mode not in MODES:
-    raise ConfigError("mode", f"unknown {mode!r}; allowed: {', '.join(MODES)}")
-  if any(int(w) < 1 for w in cfg.sweep.width):
-    raise ConfigError("sweep.width", f"widths must be >= 1, got {tuple(cfg.sweep.width)}")
-  progs = programs(cfg, workdir)
-  for _, _, sub in progs:
-    train_lib.validate(sub)
-    probes.validate(sub)
-    train_lib.host_splits(sub, train_lib.run_grid(sub))
-  if mode in ("evaluate", "report") and not workdir_lib.check(workdir, cfg):
-    raise ConfigError("workdir", f"{workdir!r} holds no run of this config: train it first "
-                      "(--mode=train or all)")
-  return progs
-
-
-def _timed(workdir: str, program: str, phase: str, fn):
+def _timed(workdir: str, phase: str, fn):
   start = time.time()
   out = fn()
-  metric_writer.append_rows(os.path.join(workdir, TIMINGS_FILE), [
-      {"program": program, "phase": phase, "seconds": round(time.time() - start, 1)}])
+  metric_writer.append_rows(os.path.join(workdir, TIMINGS_FILE),
+                            [{"phase": phase, "seconds": round(time.time() - start, 1)}])
   return out
 
 
-def run(cfg: ml_collections.ConfigDict, workdir: str, mode: str = "all",
+def run(cfg: ml_collections.ConfigDict | None, workdir: str, mode: str = "all",
         step: int | None = None, every: bool = False) -> str:
-  """Runs `mode` (train | evaluate | report | all); returns a text summary. Evaluation and
-  probes take the latest checkpoint, `step`, or (`every`) all of them."""
-  progs = validate(cfg, workdir, mode)
-  if mode in ("train", "all"):
-    workdir_lib.prepare(workdir, cfg)
-    for name, sub_dir, sub in progs:
-      _timed(workdir, name, "train", lambda sub=sub, d=sub_dir: train_lib.train(sub, d))
-  if mode in ("evaluate", "all"):
-    for name, sub_dir, sub in progs:
-      _timed(workdir, name, "evaluate",
-             lambda sub=sub, d=sub_dir: evaluate.evaluate_workdir(sub, d, step, every=every))
-      _timed(workdir, name, "probe",
-             lambda sub=sub, d=sub_dir: probes.probe_workdir(sub, d, step, every))
-  if mode in ("report", "all"):
+  """Runs `mode` on the program in `workdir`; returns a text summary. Evaluation and probes
+  take the latest checkpoint, `step`, or (`every`) all of them. `report` needs no config: it
+  reads the jsonl files of `workdir`, one program or a directory of them (a sweep dir)."""
+  if mode not in MODES:
+    raise ConfigError("mode", f"unknown {mode!r}; allowed: {', '.join(MODES)}")
+  if mode == "report":
     path = report_lib.write(workdir)
     return f"{report_lib.summary(workdir)}\n\nreport: {path}"
-  return f"{mode} done: {', '.join(d for _, d, _ in progs)}"
+  if cfg is None:
+    raise ConfigError("config", f"--mode={mode} needs --config (only report reads the files "
+                      "alone)")
+  validate_program(cfg)
+  if mode in ("evaluate", "probe") and not workdir_lib.check(workdir, cfg):
+    raise ConfigError("workdir", f"{workdir!r} holds no run of this config: train it first "
+                      "(--mode=train or all)")
+  if mode in ("train", "all"):  # the loop makes (or checks) the workdir
+    _timed(workdir, "train", lambda: train_lib.train(cfg, workdir))
+  if mode in ("evaluate", "all"):
+    _timed(workdir, "evaluate",
+           lambda: evaluate.evaluate_workdir(cfg, workdir, step, every=every))
+  if mode in ("probe", "all"):
+    _timed(workdir, "probe", lambda: probes.probe_workdir(cfg, workdir, step, every))
+  if mode == "all":
+    path = report_lib.write(workdir)
+    return f"{report_lib.summary(workdir)}\n\nreport: {path}"
+  return f"{mode} done: {workdir}"

@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from compgen_jax import files  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis import report as table_lib  # noqa: E402
 from compgen_jax.images import analysis  # noqa: E402
@@ -104,7 +105,8 @@ def write(workdir: str, out_dir: str | None = None) -> str:
   within = stats[main_key]["within"]
   text = [
       "# Image composition: held-out success vs coverage, and decodability", "",
-      f"{len(rows)} runs in {len({r['program'] for r in rows})} programs under `{workdir}`.", "",
+      f"{len(rows)} runs in {len({r['program'] for r in rows})} programs "
+      f"({', '.join(sorted({r['program'] for r in rows}))}).", "",
       "## Held-out success vs coverage", "",
       f"![success]({SUCCESS_PNG})", "",
       *(f"- {p}: held-out success {' -> '.join(f'{m:.3f}' for m in v['means'])}; higher at the "
@@ -124,10 +126,7 @@ def write(workdir: str, out_dir: str | None = None) -> str:
       f"{_fmt(float(np.nanmean(concept)) if np.isfinite(concept).any() else math.nan)}, "
       f"positive in {int(np.sum(concept > 0))} of {int(np.sum(np.isfinite(concept)))} runs.", "",
   ]
-  path = os.path.join(out_dir, REPORT_FILE)
-  with open(path, "w") as f:
-    f.write("\n".join(text))
-  return path
+  return files.write_text(os.path.join(out_dir, REPORT_FILE), "\n".join(text))
 
 
 def summary(workdir: str) -> str:

@@ -60,6 +60,9 @@ SOURCES = {"timed": "timed with all its runs (or a program of the same shape)",
 def program_configs(spec: str, sweep_dir: str) -> list[tuple[str, ml_collections.ConfigDict]]:
   """(name, train config) of every program, validated by spec.load as a launch does."""
   sweep = spec_lib.load(spec, sweep_dir)
+  if sweep.binary != "train":
+    raise ConfigError("estimate", f"--estimate times experiments/train.py programs; {spec} runs "
+                      f"{spec_lib.BINARIES[sweep.binary].script}")
   base = spec_lib.resolve_base(sweep.base)
   return [(p.name, spec_lib.program_config(base, p.name, {**sweep.overrides, **p.overrides}))
           for p in sweep.programs]

@@ -19,12 +19,7 @@ import jax
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.sweeps.spec import REPO, Program
-
-# stage -> (binary in experiments/, the file its rows go to, extra flags)
-FOLLOW_UPS = {"probe": ("probe.py", workdir_lib.PROBE_FILE, ()),
-              "evaluate": ("evaluate.py", workdir_lib.EVAL_FILE, ("--every",))}
-
+from compgen_jax.sweeps.spec import BINARIES, REPO, Program
 
 # A stage waits this long for its workdir's lock before refusing: a re-run right after the sweep
 # was killed can find the killed stage's process still exiting.
@@ -62,14 +57,15 @@ def host_only() -> None:
 def finished(program: Program) -> bool:
   """Training is done: the workdir holds the checkpoint of step train.num_steps, or, in a workdir
   of committed rows without any checkpoint (results/ keeps no checkpoints), metrics.jsonl has
-  the final evaluation of every run. (spec.load already refused a workdir whose config.json is
-  not the program's.)"""
+  the last step's row of every run (train.py: its final evaluation). (spec.load already refused
+  a workdir whose config.json is not the program's.)"""
   steps = checkpointing.available_steps(os.path.join(program.workdir, workdir_lib.CHECKPOINT_DIR))
   if steps:
     return program.num_steps in steps
   rows = metric_writer.read_rows(os.path.join(program.workdir, workdir_lib.METRICS_FILE))
+  final_key = BINARIES[program.binary].final_key
   evaluated = {r.get("run") for r in rows if r.get("step") == program.num_steps
-               and any(k.startswith("ood/") for k in r)}
+               and any(k.startswith(final_key) for k in r)}
   return bool(evaluated) and evaluated == {r.get("run") for r in rows}
 
 
@@ -81,8 +77,9 @@ def pending_stages(program: Program, probe: bool = False, evaluate: bool = False
   """The stages still to run: train unless finished; probe / evaluate (when asked for) unless
   their jsonl file already has rows of the final step."""
   stages = [] if finished(program) else ["train"]
+  follow_ups = BINARIES[program.binary].follow_ups
   for stage, wanted in (("probe", probe), ("evaluate", evaluate)):
-    if wanted and not _has_step(os.path.join(program.workdir, FOLLOW_UPS[stage][1]),
+    if wanted and not _has_step(os.path.join(program.workdir, follow_ups[stage][1]),
                                 program.num_steps):
       stages.append(stage)
   return stages
@@ -91,10 +88,13 @@ def pending_stages(program: Program, probe: bool = False, evaluate: bool = False
 def stage_command(program: Program, stage: str, distributed: bool = False) -> tuple[str, ...]:
   """The command line of a stage (run from the repository root); `distributed`: training joins
   a multi-host job (cli's --distributed)."""
+  binary = BINARIES[program.binary]
   if stage == "train":
-    return program.command + (("--distributed",) if distributed else ())
-  binary, _, extra = FOLLOW_UPS[stage]
-  return (program.command[0], os.path.join("experiments", binary),
+    return program.command + binary.train_args + (("--distributed",) if distributed else ())
+  script, _, extra = binary.follow_ups[stage]
+  if script is None:  # the program's own binary, config and overrides
+    return program.command + extra
+  return (program.command[0], os.path.join("experiments", script),
           f"--workdir={program.workdir}", *extra)
 
 

@@ -1,15 +1,16 @@
-"""A sweep config expanded into programs: names, train.py command lines, and validation.
+"""A sweep config expanded into programs: names, command lines, and validation.
 
-A sweep config file's get_config(preset) returns `name`, `base` (a train config spec such as
+A sweep config file's get_config(preset) returns `name`, `base` (a config spec such as
 "configs/hyperteacher.py:quick", relative to the repository root), `overrides` (dotted or nested
-overrides for every program) and `programs` (one mapping of dotted overrides per program).
+overrides for every program), `programs` (one mapping of dotted overrides per program) and,
+optionally, `binary` (BINARIES: the experiment binary each program runs; default "train").
 """
 
 import os
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import ml_collections
@@ -20,12 +21,41 @@ from ml_collections import config_flags
 import compgen_jax
 from compgen_jax import cli
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import sweep_report
+from compgen_jax.images import experiment as images_experiment
+from compgen_jax.images import report as images_report
 from compgen_jax.training import runs
 from compgen_jax.types import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(compgen_jax.__file__)))
 TRAIN = os.path.join("experiments", "train.py")
-FIELDS = ("name", "base", "overrides", "programs")
+FIELDS = ("name", "base", "overrides", "programs", "binary")
+
+
+class Binary(NamedTuple):
+  """An experiment binary a sweep's programs run: each program is one workdir of it."""
+  script: str  # relative to REPO
+  validate: Callable  # (program config) -> None; ConfigError naming the field
+  train_args: tuple[str, ...]  # appended to the program's command line to train
+  # stage -> (binary in experiments/ reading the workdir's saved config, or None: the program's
+  # own command line; the file its rows go to; extra flags)
+  follow_ups: dict
+  final_key: str  # a metrics.jsonl row of the last step with a key of this prefix: trained
+  report: Callable  # (sweep_dir, out_dir=None) -> path: the sweep's report from its files
+
+
+BINARIES = {
+    "train": Binary(TRAIN, runs.validate, (), {
+        "probe": ("probe.py", workdir_lib.PROBE_FILE, ()),
+        "evaluate": ("evaluate.py", workdir_lib.EVAL_FILE, ("--every",))}, "ood/",
+        sweep_report.write_report),
+    # one program per shape-changing setting (model width); seeds x coverage vmapped inside it
+    "images": Binary(os.path.join("experiments", "images.py"), images_experiment.validate_program,
+                     ("--mode=train",), {
+                         "probe": (None, workdir_lib.PROBE_FILE, ("--mode=probe",)),
+                         "evaluate": (None, workdir_lib.EVAL_FILE, ("--mode=evaluate",))},
+                     "train/", images_report.write),
+}
 LOG_DIR = "logs"
 # Names in the sweep dir that are not programs.
 RESERVED = (LOG_DIR, "slurm", workdir_lib.INDEX_FILE)
@@ -34,22 +64,25 @@ ABBREVIATIONS = {"task.num_modules": "M", "task.max_hotness": "K"}
 
 
 class Program(NamedTuple):
-  """One program of a sweep: an ordinary experiments/train.py workdir."""
+  """One program of a sweep: an ordinary workdir of its binary (experiments/train.py unless
+  the sweep names another)."""
   name: str
   overrides: dict  # this program's own dotted overrides (its shape-changing settings)
   workdir: str  # absolute
-  command: tuple[str, ...]  # the train.py command line, run from REPO
+  command: tuple[str, ...]  # the binary's command line (config and overrides), run from REPO
   log: str  # stdout and stderr of every command run for it
   num_steps: int
+  binary: str = "train"  # a key of BINARIES
 
 
 class Sweep(NamedTuple):
   spec: str  # the sweep config spec, path.py:preset
   name: str
-  base: str  # the train config spec every program starts from
+  base: str  # the config spec every program starts from
   overrides: dict  # dotted overrides applied to every program
   sweep_dir: str  # absolute
   programs: tuple[Program, ...]
+  binary: str = "train"  # a key of BINARIES
 
 
 def flatten(tree, prefix: str = "") -> dict:
@@ -138,9 +171,10 @@ def _message(e: ConfigError) -> str:
   return str(e).split(": ", 1)[-1]  # without ConfigError's "config field 'x'" prefix
 
 
-def program_config(base: str, name: str, overrides: dict) -> ml_collections.ConfigDict:
-  """The program's train config (base + overrides) as train.py reads it, validated; ConfigError
-  naming the program and the field otherwise."""
+def program_config(base: str, name: str, overrides: dict,
+                   binary: str = "train") -> ml_collections.ConfigDict:
+  """The program's config (base + overrides) as its binary reads it, validated by that binary's
+  checks; ConfigError naming the program and the field otherwise."""
   args = override_args(overrides)
   try:
     cfg = parse_train_config(base, args)
@@ -160,7 +194,7 @@ def program_config(base: str, name: str, overrides: dict) -> ml_collections.Conf
       raise ConfigError(path, f"sweep program {name!r}: {value!r} is read back from the "
                         f"command line as {got!r}; give a value of the field's type")
   try:
-    runs.validate(cfg)
+    BINARIES[binary].validate(cfg)
   except ConfigError as e:
     raise ConfigError(e.field, f"sweep program {name!r}: {_message(e)}") from None
   return cfg
@@ -213,26 +247,32 @@ def load_sweep_config(spec: str) -> dict:
   for field in ("name", "base"):
     if not raw.get(field):
       raise ConfigError(f"sweep_config.{field}", f"missing in {spec}")
+  if raw.get("binary", "train") not in BINARIES:
+    raise ConfigError("sweep_config.binary", f"unknown {raw['binary']!r} in {spec}; allowed: "
+                      f"{', '.join(BINARIES)}")
   return raw
 
 
 def load(spec: str, sweep_dir: str) -> Sweep:
   """Expands and validates every program of the sweep config `spec`; writes nothing."""
   raw = load_sweep_config(spec)
+  binary = raw.get("binary", "train")
   base = resolve_base(raw["base"])
   sweep_overrides = flatten(raw.get("overrides") or {})
   sweep_dir = os.path.abspath(sweep_dir)
   programs = []
   for name, own in expand(raw.get("programs", ({},))):
     overrides = {**sweep_overrides, **own}
-    cfg = program_config(base, name, overrides)
+    cfg = program_config(base, name, overrides, binary)
     workdir = os.path.join(sweep_dir, name)
     check_workdir(workdir, cfg, name)
-    command = (sys.executable, TRAIN, f"--config={raw['base']}", f"--workdir={workdir}",
-               *override_args(overrides))
+    command = (sys.executable, BINARIES[binary].script, f"--config={raw['base']}",
+               f"--workdir={workdir}", *override_args(overrides))
     programs.append(Program(name, own, workdir, command,
-                            os.path.join(sweep_dir, LOG_DIR, f"{name}.log"), cfg.train.num_steps))
-  return Sweep(spec, str(raw["name"]), raw["base"], sweep_overrides, sweep_dir, tuple(programs))
+                            os.path.join(sweep_dir, LOG_DIR, f"{name}.log"), cfg.train.num_steps,
+                            binary))
+  return Sweep(spec, str(raw["name"]), raw["base"], sweep_overrides, sweep_dir, tuple(programs),
+               binary)
 
 
 def shell(command) -> str:
