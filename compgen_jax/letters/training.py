@@ -20,7 +20,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from compgen_jax import checkpointing, rng
+from compgen_jax import checkpointing, passes, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import data
 from compgen_jax.lm.model import Model, forward
@@ -199,7 +199,10 @@ def train(phase: loop.Trainable, phase_cfg, workdir: str, train: bool = True) ->
   done = phase_cfg.train.num_steps in checkpointing.available_steps(ckpt_dir)
   if train and not done:
     loop.run(phase, phase_cfg, workdir)
-  _, state = checkpointing.restore(ckpt_dir, phase.abstract(), phase_cfg.train.num_steps)
+  # the final step, picked as every checkpoint pass picks one (CheckpointError naming the steps
+  # there when the phase did not finish)
+  step, = passes.select_steps(ckpt_dir, phase_cfg.train.num_steps, every=False)
+  _, state = checkpointing.restore(ckpt_dir, phase.abstract(), step)
   if not train or done:
     print(f"[{phase_cfg.phase}] restored trained models from {ckpt_dir}", flush=True)
   return state.params
