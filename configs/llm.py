@@ -74,7 +74,15 @@ def get_config(preset: str = "cpu") -> ml_collections.ConfigDict:
   """The named preset: paper, cpu or tiny."""
   cfg = base()
   if preset == "paper":
-    pass
+    # The paper's protocol, stated here although base() holds it (--print_config prints it):
+    # greedy decoding of 512 new tokens in bfloat16, the authors' operator, the four benchmarks,
+    # the three systems and two merges of Gemma-2-2B with its math and coding experts.
+    cfg.dtype = "bfloat16"
+    cfg.compose.authors = True
+    cfg.generate.update(max_new_tokens=512, greedy=True)
+    cfg.systems = ("base", "math", "coding", "composed", "task_arithmetic", "weight_average")
+    cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")
+    cfg.tiny_models.enabled = False
   elif preset in ("cpu", "tiny"):
     cfg.dtype = "float32"
     cfg.tiny_models.enabled = True
