@@ -1,6 +1,7 @@
 """Every committed sweep report regenerates byte for byte from the repository alone: for each
-results/cpu/<experiment>/ whose index.json has programs with committed workdir files, REPORT.md
-(and claims.json) written afresh into a temp dir equal the committed ones."""
+results/cpu/<experiment>/ whose index.json has programs with committed workdir files, the report
+of the sweep's binary written afresh into a temp dir equals the committed one (train.py sweeps:
+REPORT.md and claims.json; image sweeps: report.md)."""
 
 import difflib
 import glob
@@ -11,11 +12,14 @@ import pytest
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import claims, sweep_report
+from compgen_jax.images import report as images_report
+from compgen_jax.sweeps import spec
 from tests import helpers
 from tests.helpers import REPO
 
 RESULTS = os.path.join(REPO, "results", "cpu")
-COMPARED = (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE)
+COMPARED = {"train": (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE),
+            "images": (images_report.REPORT_FILE,)}  # per binary (spec.BINARIES)
 
 
 def has_rows(sweep_dir: str) -> bool:
@@ -42,9 +46,10 @@ def regenerate_and_compare(sweep_dir: str, out_dir: str) -> None:
   """Writes the sweep's report into out_dir and asserts REPORT.md and claims.json equal the
   sweep dir's byte for byte (a diff in the message otherwise); the sweep dir is not touched."""
   before = _snapshot(sweep_dir)
-  sweep_report.write_report(sweep_dir, out_dir)
+  binary = workdir_lib.read_index(sweep_dir).get("binary", "train")
+  spec.BINARIES[binary].report(sweep_dir, out_dir)
   assert _snapshot(sweep_dir) == before, "regenerating wrote into the sweep dir"
-  for name in COMPARED:
+  for name in COMPARED[binary]:
     committed, fresh = os.path.join(sweep_dir, name), os.path.join(out_dir, name)
     assert os.path.exists(committed), f"{committed} is not committed; regenerate it"
     with open(committed) as a, open(fresh) as b:

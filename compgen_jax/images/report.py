@@ -90,6 +90,7 @@ def correlation_table(rows) -> tuple[str, dict]:
 def write(workdir: str, out_dir: str | None = None) -> str:
   """Writes report.md and figures into out_dir (default workdir); returns the report's path."""
   out_dir = out_dir or workdir
+  os.makedirs(out_dir, exist_ok=True)
   rows = analysis.collect(workdir)
   if not rows:
     raise FileNotFoundError(f"no evaluated programs (eval.jsonl) under {workdir!r}")
