@@ -17,7 +17,7 @@ import tqdm
 from tensorboardX.proto import event_pb2, summary_pb2
 from tensorboardX.record_writer import masked_crc32c
 
-from compgen_jax import files
+from compgen_jax import checks, files
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.types import HPARAMS, ConfigError, DataError
 
@@ -263,10 +263,7 @@ WRITERS = {
 
 def validate_writers(names) -> None:
   """ConfigError naming train.writers for an unknown name or a missing jsonl."""
-  unknown = [n for n in names if n not in WRITERS]
-  if unknown:
-    raise ConfigError("train.writers", f"unknown {', '.join(map(repr, unknown))}; allowed: "
-                      f"{', '.join(WRITERS)}")
+  checks.choices("train.writers", names, WRITERS, allow_empty=True)  # jsonl is checked next
   if "jsonl" not in names:
     raise ConfigError("train.writers", "must include 'jsonl': metrics.jsonl is what resume, the "
                       "final rows, analysis and reports read; other writers are extra sinks")

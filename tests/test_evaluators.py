@@ -109,7 +109,7 @@ def test_classification_family_reports_accuracy_and_refuses_regression_only(tiny
 
 def test_unknown_evaluator_is_a_config_error():
   cfg = load_config("hyperteacher", "tiny")
-  with pytest.raises(ConfigError, match="unknown evaluator 'nope'"):
+  with pytest.raises(ConfigError, match="'evals.nope'.*unknown 'nope'; allowed: id, ood"):
     evaluators.make_evaluate(cfg, ("id", "nope"))
 
 

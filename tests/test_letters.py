@@ -40,6 +40,11 @@ def _cfg(**overrides):
     ({"train.chunk_size": 7}, "train.chunk_size"),
     ({"finetune.train.chunk_size": 7}, "finetune.train.chunk_size"),
     ({"optim.learning_rate": 0.0}, "optim.learning_rate"),
+    ({"train.batch_size": 0}, "train.batch_size"),  # each field named, not its neighbour's
+    ({"finetune.optim.warmup_steps": -1}, "finetune.optim.warmup_steps"),
+    ({"model.mlp_ratio": 0}, "model.mlp_ratio"),
+    ({"data.num_train": -1}, "data.num_train"),
+    ({"compose.eval_batch": 0}, "compose.eval_batch"),
     ({"compose.pairs": (("A>K", "A>B"),)}, "compose.pairs"),
     ({"init": "tied"}, "init"),
 ])

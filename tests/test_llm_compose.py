@@ -127,8 +127,8 @@ def test_merges_are_computed_in_float32_from_the_members(tiny_models):
 
 @pytest.mark.parametrize("field, value, match", [
     ("systems", ("base", "nope"), "unknown system 'nope'"),
-    ("background", "nope", "'nope' is not a model"),
-    ("run", ("gsm8k", "squad"), "unknown benchmark 'squad'"),
+    ("background", "nope", "'background'.*unknown 'nope'; allowed: base, "),
+    ("run", ("gsm8k", "squad"), "'run'.*unknown 'squad'; allowed: gsm8k, "),
     ("generate.max_new_tokens", 0, "generate.max_new_tokens"),
     ("dtype", "float16", "dtype"),
 ])

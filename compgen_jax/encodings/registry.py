@@ -7,7 +7,7 @@ import ml_collections
 
 from compgen_jax import checks
 from compgen_jax.encodings import few_shot, interval_shuffle, invertible, language, linear, tokens
-from compgen_jax.types import Array, ConfigError, PRNGKey, PyTree
+from compgen_jax.types import Array, PRNGKey, PyTree
 
 
 class Encoding(NamedTuple):
@@ -46,9 +46,7 @@ REGISTRY: dict[str, Encoding] = {
 
 def get(name: str) -> Encoding:
   """The encoding called `name`; ConfigError('encoding.name') if there is none."""
-  if name not in REGISTRY:
-    raise ConfigError(
-        "encoding.name", f"unknown encoding {name!r}; allowed: {', '.join(REGISTRY)}")
+  checks.choice("encoding.name", name, REGISTRY)
   return REGISTRY[name]
 
 
@@ -94,5 +92,4 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     checks.integer(f"encoding.{field}", cfg[field], low=1)
   for field in ("keep_zeros", "language_shuffle"):
     checks.boolean(f"encoding.{field}", cfg[field])
-  if not cfg.inn_init_scale > 0:
-    raise ConfigError("encoding.inn_init_scale", f"must be > 0, got {cfg.inn_init_scale!r}")
+  checks.positive("encoding.inn_init_scale", cfg.inn_init_scale)

@@ -180,9 +180,8 @@ def _check_settings(cfg, name: str, s: ml_collections.ConfigDict) -> None:
   checks.integer(f"{field}.num_tasks", s.num_tasks, low=1)
   if "hotness_above" in s:
     checks.integer(f"{field}.hotness_above", s.hotness_above, low=0)
-  if "quantiles" in s and (not s.quantiles or any(not 0.0 <= float(q) <= 1.0
-                                                  for q in s.quantiles)):
-    raise ConfigError(f"{field}.quantiles", f"need values in [0, 1], got {tuple(s.quantiles)}")
+  if "quantiles" in s:
+    checks.numbers(f"{field}.quantiles", s.quantiles, 0, 1)
 
 
 def validate(cfg: ml_collections.ConfigDict, names=None) -> None:
@@ -191,13 +190,9 @@ def validate(cfg: ml_collections.ConfigDict, names=None) -> None:
   (`evals.<name>[.<setting>]`)."""
   given = _given(cfg, names)
   for name, entry in given.items():
-    if name not in REGISTRY:
-      raise ConfigError(f"evals.{name}", f"unknown evaluator {name!r}; allowed: "
-                        f"{', '.join(REGISTRY)}")
-    unknown = sorted(set(entry) - set(default_settings(name)))
-    if unknown:
-      raise ConfigError(f"evals.{name}.{unknown[0]}", f"unknown setting of {name!r}; its "
-                        f"settings: {', '.join(default_settings(name))}")
+    checks.choice(f"evals.{name}", name, REGISTRY)
+    for setting in sorted(entry):
+      checks.choice(f"evals.{name}.{setting}", setting, default_settings(name))
     REQUIREMENTS.get(name, lambda cfg, name: None)(cfg, name)
   for name, settings in evals_config(cfg, tuple(given)).items():
     _check_settings(cfg, name, settings)

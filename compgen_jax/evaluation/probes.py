@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import batches, rng, run_state
+from compgen_jax import batches, checks, rng, run_state
 from compgen_jax.evaluation import activations
 from compgen_jax.run_state import RunState
 from compgen_jax.tasks import registry as families
@@ -47,13 +47,9 @@ def settings(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Checks of the probe settings before anything compiles; raises ConfigError."""
   s = settings(cfg)
-  if not s.lambdas or any(not float(lam) > 0 for lam in s.lambdas):
-    raise ConfigError("probe.lambdas", f"need at least one, all > 0, got {tuple(s.lambdas)}")
-  if int(s.num_tasks) < 4 or int(s.num_tasks) % 2:
-    raise ConfigError("probe.num_tasks", f"must be even and >= 4, got {s.num_tasks}")
-  for name in s.targets:
-    if name not in TARGETS:
-      raise ConfigError("probe.targets", f"unknown {name!r}; allowed: {', '.join(TARGETS)}")
+  checks.numbers("probe.lambdas", s.lambdas, low=0, low_open=True)
+  checks.integer("probe.num_tasks", s.num_tasks, low=4, multiple_of=2)
+  checks.choices("probe.targets", s.targets, TARGETS, allow_empty=True)
   if "theta" in s.targets and not families.get(cfg.task.family).module_weights:
     raise ConfigError("probe.targets", f"'theta' (teacher weights) needs a family with "
                       f"per-module teacher weights (the hyperteacher), not {cfg.task.family!r}")

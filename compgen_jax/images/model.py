@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from compgen_jax import checks
 from compgen_jax.images.scenes import Geometry
 from compgen_jax.types import ConfigError
 
@@ -114,13 +115,10 @@ MODELS = {"mlp": _mlp, "conv": _unet}
 
 
 def validate(cfg: ml_collections.ConfigDict, geo: Geometry) -> None:
-  if cfg.name not in MODELS:
-    raise ConfigError("model.name", f"unknown {cfg.name!r}; allowed: {', '.join(MODELS)}")
-  for name in ("width", "depth", "channels", "time_features"):
-    if not cfg[name] >= 1:
-      raise ConfigError(f"model.{name}", f"must be >= 1, got {cfg[name]}")
-  if cfg.time_features % 2:
-    raise ConfigError("model.time_features", f"must be even, got {cfg.time_features}")
+  checks.choice("model.name", cfg.name, MODELS)
+  for name in ("width", "depth", "channels"):
+    checks.integer(f"model.{name}", cfg[name], low=1)
+  checks.integer("model.time_features", cfg.time_features, low=1, multiple_of=2)
   if cfg.name == "conv" and (geo.height % (4 * geo.rows) or geo.width % (4 * geo.cols)):
     raise ConfigError("scene.grid", f"the conv model pools twice: image_size {geo.height} must be "
                       f"a multiple of 4 x grid {geo.rows, geo.cols}")

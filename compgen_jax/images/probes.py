@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import passes, rng
+from compgen_jax import checks, passes, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.evaluation import probes as ridge
 from compgen_jax.images import sampler, scenes, split
@@ -30,17 +30,14 @@ VARIANTS = ("all", "fixed")
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
   p = cfg.probe
-  if p.num_fit < 4 or p.num_fit % 2 or p.num_eval < 1:
-    raise ConfigError("probe.num_fit", f"must be even and >= 4 (num_eval >= 1), got "
-                      f"{p.num_fit} / {p.num_eval}")
-  if not p.lambdas or any(not float(lam) > 0 for lam in p.lambdas):
-    raise ConfigError("probe.lambdas", f"need at least one, all > 0, got {tuple(p.lambdas)}")
+  checks.integer("probe.num_fit", p.num_fit, low=4, multiple_of=2)
+  checks.integer("probe.num_eval", p.num_eval, low=1)
+  checks.numbers("probe.lambdas", p.lambdas, low=0, low_open=True)
   steps = tuple(p.steps)
   if not steps or any(not 0 <= s < cfg.sampler.num_steps for s in steps):
     raise ConfigError("probe.steps", f"sampler steps in [0, sampler.num_steps = "
                       f"{cfg.sampler.num_steps}), at least one, got {steps}")
-  if p.control_combos < 1:
-    raise ConfigError("probe.control_combos", f"must be >= 1, got {p.control_combos}")
+  checks.integer("probe.control_combos", p.control_combos, low=1)
 
 
 def one_hot_targets(shapes_NxK, colours_NxK, geo: scenes.Geometry):

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from compgen_jax import checks
 from compgen_jax.images import model as model_lib
 from compgen_jax.images.scenes import Geometry
-from compgen_jax.types import ConfigError
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -17,10 +17,8 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
-  if cfg.num_steps < 1:
-    raise ConfigError("sampler.num_steps", f"must be >= 1, got {cfg.num_steps}")
-  if cfg.guidance < 0:
-    raise ConfigError("sampler.guidance", f"must be >= 0, got {cfg.guidance}")
+  checks.integer("sampler.num_steps", cfg.num_steps, low=1)
+  checks.number("sampler.guidance", cfg.guidance, low=0)
 
 
 def times(num_steps: int) -> np.ndarray:

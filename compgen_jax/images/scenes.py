@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from compgen_jax import checks
 from compgen_jax.types import ConfigError
 
 # Every palette colour has max channel 1 and is >= 0.5 away (L2) from every other.
@@ -76,12 +77,8 @@ def default_config() -> ml_collections.ConfigDict:
 def geometry(scene: ml_collections.ConfigDict) -> Geometry:
   """The layout of cfg.scene; ConfigError naming the field when it cannot be drawn."""
   size, (rows, cols) = int(scene.image_size), tuple(int(g) for g in scene.grid)
-  if not 1 <= scene.num_shapes <= len(SHAPE_NAMES):
-    raise ConfigError("scene.num_shapes", f"must be in 1..{len(SHAPE_NAMES)}, got "
-                      f"{scene.num_shapes}")
-  if not 1 <= scene.num_colours <= len(PALETTE):
-    raise ConfigError("scene.num_colours", f"must be in 1..{len(PALETTE)}, got "
-                      f"{scene.num_colours}")
+  checks.integer("scene.num_shapes", scene.num_shapes, 1, len(SHAPE_NAMES))
+  checks.integer("scene.num_colours", scene.num_colours, 1, len(PALETTE))
   if rows < 1 or cols < 1 or size % rows or size % cols:
     raise ConfigError("scene.grid", f"(rows, cols) must be >= 1 and divide image_size {size}, "
                       f"got {tuple(scene.grid)}")

@@ -9,6 +9,7 @@ key never trains; the rest of the training set is drawn as in `random`. Held out
 
 import numpy as np
 
+from compgen_jax import checks
 from compgen_jax.images.scenes import Geometry
 from compgen_jax.tasks.splits import Split, padded
 from compgen_jax.types import ConfigError
@@ -31,17 +32,14 @@ def num_train(coverage: float, geo: Geometry) -> int:
 def validate(strategy: str, coverages, geo: Geometry) -> None:
   """ConfigError naming the field for an unknown strategy or a coverage that cannot hold every
   concept in training with some combination held out."""
-  if strategy not in STRATEGIES:
-    raise ConfigError("split.strategy", f"unknown {strategy!r}; allowed: {', '.join(STRATEGIES)}")
-  coverages = tuple(coverages)
-  if not coverages:
-    raise ConfigError("split.coverage", "needs at least one value")
+  checks.choice("split.strategy", strategy, STRATEGIES)
+  checks.numbers("split.coverage", coverages, 0, 1, low_open=True, high_open=True)
   need = max(geo.num_shapes, geo.num_colours) + (strategy == "non_compositional")
   for c in coverages:
     n = num_train(c, geo)
-    if not 0.0 < float(c) < 1.0 or n < need or n >= geo.num_combos:
+    if n < need or n >= geo.num_combos:
       raise ConfigError("split.coverage", f"{c} trains {n} of {geo.num_combos} combinations; "
-                        f"each value must be in (0, 1) with {need} <= n_train < {geo.num_combos} "
+                        f"each value must have {need} <= n_train < {geo.num_combos} "
                         f"(every concept trained, something held out)")
 
 

@@ -14,7 +14,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from compgen_jax import checkpointing, metric_writer, rng
+from compgen_jax import checkpointing, checks, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import model as model_lib
 from compgen_jax.images import sampler, scenes, split
@@ -45,21 +45,16 @@ def run_key(state: ImageState) -> jax.Array:
 
 def validate(cfg: ml_collections.ConfigDict) -> scenes.Geometry:
   """Every check before anything compiles or is written; ConfigError naming the field."""
-  if cfg.num_seeds < 1:
-    raise ConfigError("num_seeds", f"must be >= 1, got {cfg.num_seeds}")
+  checks.integer("num_seeds", cfg.num_seeds, low=1)
   geo = scenes.geometry(cfg.scene)
   split.validate(cfg.split.strategy, cfg.split.coverage, geo)
   model_lib.validate(cfg.model, geo)
   sampler.validate(cfg.sampler)
-  if not 0.0 <= cfg.flow.cond_dropout < 1.0:
-    raise ConfigError("flow.cond_dropout", f"must be in [0, 1), got {cfg.flow.cond_dropout}")
-  if not 0.0 <= cfg.flow.ema_decay < 1.0:
-    raise ConfigError("flow.ema_decay", f"must be in [0, 1), got {cfg.flow.ema_decay}")
-  if not cfg.optim.learning_rate > 0:
-    raise ConfigError("optim.learning_rate", f"must be > 0, got {cfg.optim.learning_rate}")
+  for name in ("cond_dropout", "ema_decay"):
+    checks.number(f"flow.{name}", cfg.flow[name], 0, 1, high_open=True)
+  checks.positive("optim.learning_rate", cfg.optim.learning_rate)
   for name in ("num_steps", "batch_size", "chunk_size", "checkpoint_every", "log_every"):
-    if not cfg.train[name] > 0:
-      raise ConfigError(f"train.{name}", f"must be > 0, got {cfg.train[name]}")
+    checks.positive(f"train.{name}", cfg.train[name])
   train_runs.validate_schedule(cfg.optim, cfg.train.num_steps)
   metric_writer.validate_writers(cfg.train.writers)
   if cfg.train.chunk_size % cfg.train.log_every:

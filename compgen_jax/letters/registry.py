@@ -7,6 +7,7 @@ models trained, validation, the stdout summary and the plot all read this table.
 from collections.abc import Callable
 from typing import NamedTuple
 
+from compgen_jax import checks as config_checks
 from compgen_jax.letters import checks, data, experiments, plots, training
 from compgen_jax.letters.context import pairs
 from compgen_jax.types import ConfigError
@@ -54,10 +55,8 @@ def _finetuned(cfg) -> list[tuple[str, str]]:
 
 
 def _validate_arithmetic(cfg) -> None:
-  if not cfg.finetune.regimes:
-    raise ConfigError("finetune.regimes", "needs at least one regime, e.g. ('head',)")
-  for r in cfg.finetune.regimes:
-    training.trainable_mask({"head": {}}, r, cfg.model.num_layers)  # raises on a bad regime
+  config_checks.choices("finetune.regimes", cfg.finetune.regimes,
+                        training.regimes(cfg.model.num_layers))
   if cfg.model.tie_head:
     raise ConfigError("model.tie_head", "the arithmetic experiment needs an untied head")
 

@@ -20,7 +20,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from compgen_jax import checkpointing, passes, rng
+from compgen_jax import checkpointing, checks, passes, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import data
 from compgen_jax.lm.model import Model, forward
@@ -40,19 +40,21 @@ class Runs(NamedTuple):
   mask: PyTree        # per-leaf 0/1 scalars per run: which params train
 
 
+def regimes(num_layers: int) -> tuple[str, ...]:
+  """The fine-tuning regimes of a model of `num_layers` blocks: 'all', 'head', 'top1'..'topN'."""
+  return ("all", "head", *(f"top{n}" for n in range(1, num_layers + 1)))
+
+
 def trainable_mask(params: PyTree, regime: str, num_layers: int) -> PyTree:
   """1.0 for trainable leaves: 'all', 'head' (output head only), or 'topN' (N top blocks,
   the final LayerNorm and the head)."""
+  checks.choice("finetune.regimes", regime, regimes(num_layers))
   if regime == "all":
     return jax.tree.map(lambda _: jnp.float32(1), params)
-  if regime == "head":
-    trainable = {"head"}
-  elif regime.startswith("top") and regime[3:].isdigit() and 1 <= int(regime[3:]) <= num_layers:
+  trainable = {"head"}
+  if regime != "head":
     top = int(regime[3:])
-    trainable = {"head", "ln_final"} | {f"block_{i}" for i in range(num_layers - top, num_layers)}
-  else:
-    raise ConfigError("finetune.regimes", f"{regime!r} is not 'all', 'head' or 'top1'.."
-                      f"'top{num_layers}'")
+    trainable |= {"ln_final"} | {f"block_{i}" for i in range(num_layers - top, num_layers)}
   if "head" not in params:
     raise ConfigError("model.tie_head", "head-only fine-tuning needs an untied head")
   return {name: jax.tree.map(lambda _, on=name in trainable: jnp.float32(on), sub)

@@ -73,18 +73,8 @@ def limited(items: list, settings: ml_collections.ConfigDict) -> list:
 
 def check_known(settings: ml_collections.ConfigDict, prefix: str, defaults) -> None:
   """ConfigError for a setting the benchmark does not have."""
-  unknown = sorted(set(settings) - set(defaults))
-  if unknown:
-    raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown setting; allowed: "
-                      f"{', '.join(defaults)}")
-
-
-def check_int(settings: ml_collections.ConfigDict, prefix: str, name: str, minimum: int) -> None:
-  checks.integer(f"{prefix}.{name}", settings[name], low=minimum)
-
-
-def check_positive(settings: ml_collections.ConfigDict, prefix: str, name: str) -> None:
-  checks.positive(f"{prefix}.{name}", settings[name])
+  for name in sorted(settings):
+    checks.choice(f"{prefix}.{name}", name, defaults)
 
 
 def check_file(settings: ml_collections.ConfigDict, prefix: str, name: str) -> None:

@@ -17,6 +17,7 @@ import warnings
 
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.llm_eval import base, sandbox
 from compgen_jax.llm_eval import evalplus_special as special
 from compgen_jax.llm_eval.base import Benchmark, Problem
@@ -45,11 +46,11 @@ def default_settings() -> ml_collections.ConfigDict:
 
 def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
   base.check_known(settings, prefix, default_settings())
-  base.check_int(settings, prefix, "limit", 0)
-  base.check_positive(settings, prefix, "timeout_s")
-  base.check_int(settings, prefix, "workers", 1)
-  base.check_int(settings, prefix, "memory_mb", 64)
-  base.check_int(settings, prefix, "output_mb", 1)
+  checks.integer(f"{prefix}.limit", settings.limit, low=0)
+  checks.positive(f"{prefix}.timeout_s", settings.timeout_s)
+  checks.integer(f"{prefix}.workers", settings.workers, low=1)
+  checks.integer(f"{prefix}.memory_mb", settings.memory_mb, low=64)
+  checks.integer(f"{prefix}.output_mb", settings.output_mb, low=1)
   isolated(settings, prefix)
   base.check_file(settings, prefix, "path")
 

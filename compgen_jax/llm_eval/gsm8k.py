@@ -10,6 +10,7 @@ import re
 
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.llm_eval import base
 from compgen_jax.llm_eval.base import Benchmark, Problem
 from compgen_jax.types import DataError
@@ -29,8 +30,8 @@ def default_settings() -> ml_collections.ConfigDict:
 def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
   """Settings checks and file existence, without reading the files."""
   base.check_known(settings, prefix, default_settings())
-  base.check_int(settings, prefix, "num_fewshot", 0)
-  base.check_int(settings, prefix, "limit", 0)
+  checks.integer(f"{prefix}.num_fewshot", settings.num_fewshot, low=0)
+  checks.integer(f"{prefix}.limit", settings.limit, low=0)
   base.check_file(settings, prefix, "path")
   if settings.num_fewshot:
     base.check_file(settings, prefix, "fewshot_path")

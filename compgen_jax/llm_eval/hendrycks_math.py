@@ -10,6 +10,7 @@ import threading
 import math_verify
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.llm_eval import base
 from compgen_jax.llm_eval.base import Benchmark, Problem
 from compgen_jax.types import DataError
@@ -32,7 +33,7 @@ def default_settings() -> ml_collections.ConfigDict:
 
 def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
   base.check_known(settings, prefix, default_settings())
-  base.check_int(settings, prefix, "limit", 0)
+  checks.integer(f"{prefix}.limit", settings.limit, low=0)
   base.check_file(settings, prefix, "path")
 
 

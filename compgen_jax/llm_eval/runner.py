@@ -11,7 +11,7 @@ import time
 import ml_collections
 import numpy as np
 
-from compgen_jax import metric_writer
+from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_eval import benchmarks, decoding, report, systems, tiny
 from compgen_jax.types import CheckpointError, ConfigError
@@ -26,21 +26,17 @@ SECONDARY = {"correct_strict": "accuracy_strict", "correct_authors": "accuracy_a
 
 def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
   """Everything checkable before a model is read: ConfigError / DataError naming the field."""
+  checks.choices("run", cfg.run, benchmarks.BENCHMARKS, allow_empty=True)
   for name in cfg.run:
-    if name not in benchmarks.BENCHMARKS:
-      raise ConfigError("run", f"unknown benchmark {name!r}; allowed: "
-                        f"{', '.join(benchmarks.BENCHMARKS)}")
     benchmarks.BENCHMARKS[name].validate(cfg.benchmarks[name], f"benchmarks.{name}")
   if len(set(cfg.run)) != len(cfg.run):
     raise ConfigError("run", f"benchmarks repeat: {list(cfg.run)}")
   g = cfg.generate
   for field in ("max_new_tokens", "batch_size", "prefill_chunk", "pad_to"):
-    if not g[field] >= 1:
-      raise ConfigError(f"generate.{field}", f"must be >= 1, got {g[field]}")
-  if not g.greedy and not g.temperature > 0:
-    raise ConfigError("generate.temperature", f"sampling needs > 0, got {g.temperature}")
-  if cfg.dtype not in ("float32", "bfloat16"):
-    raise ConfigError("dtype", f"must be float32 or bfloat16, got {cfg.dtype!r}")
+    checks.integer(f"generate.{field}", g[field], low=1)
+  if not g.greedy:  # greedy decoding never reads the temperature
+    checks.positive("generate.temperature", g.temperature)
+  checks.choice("dtype", cfg.dtype, ("float32", "bfloat16"))
   resolved = systems.resolve(cfg)
   for name in systems.needed_models(resolved):
     path = cfg.models[name]

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.composition import arithmetic
 from compgen_jax.lm import gemma2, loading
 from compgen_jax.lm.model import Model, same_vocabulary
@@ -31,29 +32,18 @@ class System(NamedTuple):
 
 def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
   """cfg.systems as Systems; ConfigError naming the field for an unknown or empty member."""
-  names = set(cfg.models.keys())
+  names = sorted(cfg.models.keys())
   out = []
-
-  def need_models(field: str, members) -> None:
-    for m in members:
-      if m not in names:
-        raise ConfigError(field, f"{m!r} is not a model; models: {', '.join(sorted(names))}")
-
-  need_models("background", [cfg.background])
+  checks.choice("background", cfg.background, names)
   for s in cfg.systems:
     if s in names:
       out.append(System(s, "single", (s,)))
     elif s in cfg.compositions:
-      experts = tuple(cfg.compositions[s])
-      if not experts:
-        raise ConfigError(f"compositions.{s}", "needs at least one expert")
-      need_models(f"compositions.{s}", experts)
-      out.append(System(s, "composed", (cfg.background,) + experts))
+      checks.choices(f"compositions.{s}", cfg.compositions[s], names)
+      out.append(System(s, "composed", (cfg.background,) + tuple(cfg.compositions[s])))
     elif s in MERGES:
+      checks.choices("merge.experts", cfg.merge.experts, names)
       experts = tuple(cfg.merge.experts)
-      if not experts:
-        raise ConfigError("merge.experts", "needs at least one model")
-      need_models("merge.experts", experts)
       members = (cfg.background,) + experts if s == "task_arithmetic" else experts
       out.append(System(s, s, members))
     else:

@@ -13,7 +13,6 @@ import numpy as np
 
 from compgen_jax import checks, rng
 from compgen_jax.tasks import latents
-from compgen_jax.types import ConfigError
 
 WEIGHT_SCALE = float(np.sqrt(3.0))  # variance-scaling factor of Theta and Omega (reference)
 BIAS_MAX = 0.5  # beta ~ U[0, BIAS_MAX)
@@ -93,8 +92,6 @@ def default_config() -> ml_collections.ConfigDict:
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Hyperteacher-specific checks (shapes and names), before anything compiles."""
   checks.choice("task.weights", cfg.weights, latents.WEIGHT_KINDS)
-  for name in ("input_dim", "hidden_dim", "output_dim", "num_hidden_layers", "num_samples"):
-    if int(cfg[name]) < 1:
-      raise ConfigError(f"task.{name}", f"must be >= 1, got {cfg[name]}")
-  if cfg.num_samples < 2:
-    raise ConfigError("task.num_samples", "R^2 needs at least 2 samples per task")
+  for name in ("input_dim", "hidden_dim", "output_dim", "num_hidden_layers"):
+    checks.integer(f"task.{name}", cfg[name], low=1)
+  checks.integer("task.num_samples", cfg.num_samples, low=2)  # R^2 needs two samples per task

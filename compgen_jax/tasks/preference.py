@@ -103,13 +103,11 @@ def default_config() -> ml_collections.ConfigDict:
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Preference-specific checks, before anything compiles."""
   checks.choice("task.weights", cfg.weights, latents.WEIGHT_KINDS)
-  for name in ("num_features", "num_objects", "horizon", "num_backups"):
+  for name in ("num_features", "horizon", "num_backups"):
     checks.integer(f"task.{name}", cfg[name], low=1)
+  # The state space is 19 * 2^num_objects; every object needs a cell besides the agent's.
+  checks.integer("task.num_objects", cfg.num_objects, 1, min(MAX_OBJECTS, gridworld.NUM_CELLS - 1))
   if cfg.num_modules > cfg.num_features:
     raise ConfigError("task.num_modules", f"must be <= task.num_features ({cfg.num_features}), "
                       f"got {cfg.num_modules}")
-  if cfg.num_objects > min(MAX_OBJECTS, gridworld.NUM_CELLS - 1):
-    raise ConfigError("task.num_objects", f"must be <= {MAX_OBJECTS} (the state space is "
-                      f"19 * 2^num_objects), got {cfg.num_objects}")
-  if not 0.0 < cfg.discount <= 1.0:
-    raise ConfigError("task.discount", f"must be in (0, 1], got {cfg.discount}")
+  checks.number("task.discount", cfg.discount, 0, 1, low_open=True)

@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 import ml_collections
 
+from compgen_jax import checks
 from compgen_jax.tasks import hyperteacher, losses, preference
 from compgen_jax.types import ConfigError
 
@@ -39,8 +40,7 @@ REGISTRY: dict[str, TaskFamily] = {
 
 
 def get(name: str) -> TaskFamily:
-  if name not in REGISTRY:
-    raise ConfigError("task.family", f"unknown {name!r}; allowed: {', '.join(REGISTRY)}")
+  checks.choice("task.family", name, REGISTRY)
   return REGISTRY[name]
 
 

@@ -200,9 +200,7 @@ def validate(strategy: str, M: int, K: int, frac_ood: float | None) -> None:
   """
   checks.integer("task.num_modules", M, 1, cb.MAX_MODULES)
   checks.integer("task.max_hotness", K, 1, M)
-  if strategy not in STRATEGIES:
-    raise ConfigError("task.support",
-                      f"unknown support {strategy!r}; allowed: {', '.join(STRATEGIES)}")
+  checks.choice("task.support", strategy, STRATEGIES)
   if frac_ood is None:
     if strategy in ("connected", "disconnected"):
       cb.require_ring(M, K, 0.0)
@@ -235,8 +233,7 @@ def split_masks(strategy: str, seed_data: np.ndarray, M: int, K: int, frac_ood: 
   may be the config float or the device float32: both map to the same canonical_frac (and cache).
   """
   validate(strategy, M, K, frac_ood)
-  if max_retries < 1:
-    raise ConfigError("task.max_retries", f"must be >= 1, got {max_retries}")
+  checks.integer("task.max_retries", max_retries, low=1)
   seed = np.asarray(seed_data).astype(np.uint32).tobytes()
   return _split_masks(strategy, seed, int(M), int(K), cb.canonical_frac(frac_ood),
                       int(max_retries))

@@ -53,8 +53,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   if th.grid_points ** task.input_dim > MAX_GRID_POINTS:
     raise ConfigError("theorem.grid_points", f"{th.grid_points}^{task.input_dim} grid inputs "
                       f"exceed {MAX_GRID_POINTS}; use fewer points and more num_inputs")
-  if not th.eps > 0:
-    raise ConfigError("theorem.eps", f"must be > 0, got {th.eps}")
+  checks.positive("theorem.eps", th.eps)
   checks.integers("theorem.num_modules", th.num_modules, task.max_hotness,
                   combinatorics.MAX_MODULES)
   if th.sgd:

@@ -66,39 +66,24 @@ def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[
           for r, run in enumerate(grid)]
 
 
-def _positive(cfg, section: str, names: tuple[str, ...]) -> None:
-  for name in names:
-    checks.positive(f"{section}.{name}", cfg[section][name])
-
-
-def _validate_adam(optim: ml_collections.ConfigDict) -> None:
-  for name in ("b1", "b2"):
-    if not 0.0 <= optim[name] < 1.0:
-      raise ConfigError(f"optim.{name}", f"must be in [0, 1), got {optim[name]}")
-  if not 0.0 <= optim.end_factor <= 1.0:
-    raise ConfigError("optim.end_factor", "the final learning rate as a fraction of the peak "
-                      f"must be in [0, 1], got {optim.end_factor}")
-
-
 def validate_schedule(optim: ml_collections.ConfigDict, num_steps: int) -> None:
   """The learning-rate schedule and Adam settings of `optim` (shared with images/)."""
-  if optim.schedule not in SCHEDULES:
-    raise ConfigError("optim.schedule",
-                      f"unknown {optim.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+  checks.choice("optim.schedule", optim.schedule, SCHEDULES)
   if optim.schedule == "warmup_cosine" and not 0 <= optim.warmup_steps < num_steps:
     raise ConfigError("optim.warmup_steps", f"must be in [0, train.num_steps = {num_steps}) "
                       f"for warmup_cosine, got {optim.warmup_steps}")
-  _validate_adam(optim)
+  for name in ("b1", "b2"):
+    checks.number(f"optim.{name}", optim[name], 0, 1, high_open=True)
+  # The final learning rate as a fraction of the peak.
+  checks.number("optim.end_factor", optim.end_factor, 0, 1)
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Every check that needs no compilation; raises ConfigError naming the field."""
-  if cfg.num_seeds < 1:
-    raise ConfigError("num_seeds", f"must be >= 1, got {cfg.num_seeds}")
+  checks.integer("num_seeds", cfg.num_seeds, low=1)
   families.validate(cfg.task)
-  if not 1 <= cfg.task.num_modules <= combinatorics.MAX_DEVICE_MODULES:
-    raise ConfigError("task.num_modules", f"must be in 1..{combinatorics.MAX_DEVICE_MODULES} "
-                      f"(tasks are uint32 bitmasks on the device), got {cfg.task.num_modules}")
+  # Tasks are uint32 bitmasks on the device (the host-side supports allow up to MAX_MODULES).
+  checks.integer("task.num_modules", cfg.task.num_modules, 1, combinatorics.MAX_DEVICE_MODULES)
   for frac in sweep_values(cfg, "frac_ood"):
     supports.validate(cfg.task.support, cfg.task.num_modules, cfg.task.max_hotness, frac)
   encodings.validate(cfg.encoding)
@@ -109,13 +94,11 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   students.validate(cfg.student)
   validate_schedule(cfg.optim, cfg.train.num_steps)
   for lr in sweep_values(cfg, "learning_rate"):
-    if not lr > 0:
-      raise ConfigError("optim.learning_rate", f"must be > 0, got {lr}")
+    checks.positive("optim.learning_rate", lr)
   for wd in sweep_values(cfg, "weight_decay"):
-    if wd < 0:
-      raise ConfigError("optim.weight_decay", f"must be >= 0, got {wd}")
-  _positive(cfg, "train", ("num_steps", "batch_size", "chunk_size", "checkpoint_every",
-                           "log_every"))
+    checks.number("optim.weight_decay", wd, low=0)
+  for name in ("num_steps", "batch_size", "chunk_size", "checkpoint_every", "log_every"):
+    checks.positive(f"train.{name}", cfg.train[name])
   if cfg.train.chunk_size % cfg.train.log_every:
     raise ConfigError("train.log_every", f"must divide train.chunk_size "
                       f"({cfg.train.chunk_size}), got {cfg.train.log_every}")
