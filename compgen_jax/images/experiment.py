@@ -8,7 +8,7 @@ import time
 
 import ml_collections
 
-from compgen_jax import metric_writer
+from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import evaluate, probes
 from compgen_jax.images import report as report_lib
@@ -40,8 +40,7 @@ def run(cfg: ml_collections.ConfigDict | None, workdir: str, mode: str = "all",
   """Runs `mode` on the program in `workdir`; returns a text summary. Evaluation and probes
   take the latest checkpoint, `step`, or (`every`) all of them. `report` needs no config: it
   reads the jsonl files of `workdir`, one program or a directory of them (a sweep dir)."""
-  if mode not in MODES:
-    raise ConfigError("mode", f"unknown {mode!r}; allowed: {', '.join(MODES)}")
+  checks.choice("mode", mode, MODES)
   if mode == "report":
     path = report_lib.write(workdir)
     return f"{report_lib.summary(workdir)}\n\nreport: {path}"

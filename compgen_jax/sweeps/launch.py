@@ -7,6 +7,7 @@ import os
 import queue
 from concurrent import futures
 
+from compgen_jax import checks
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps import program as program_lib
 from compgen_jax.sweeps import slurm
@@ -75,8 +76,7 @@ def run_sweep(spec: str, sweep_dir: str, launcher: str = "local", parallel: int 
               slurm_options: slurm.Options | None = None) -> list[dict]:
   """Runs (or, `dry`, prints) the sweep config `spec` into `sweep_dir`; returns the index
   entries of the programs that failed. Nothing is written before every program validates."""
-  if launcher not in LAUNCHERS:
-    raise ConfigError("launcher", f"unknown {launcher!r}; allowed: {', '.join(LAUNCHERS)}")
+  checks.choice("launcher", launcher, LAUNCHERS)
   if parallel < 1 or (parallel > 1 and launcher != "local"):
     raise ConfigError("parallel", f"must be >= 1, and 1 unless the launcher is local (SLURM: "
                       f"slurm_array_parallelism), got {parallel} with {launcher}")

@@ -19,7 +19,7 @@ from absl import flags
 from ml_collections import config_flags
 
 import compgen_jax
-from compgen_jax import cli
+from compgen_jax import checks, cli
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import sweep_report
 from compgen_jax.images import experiment as images_experiment
@@ -247,9 +247,7 @@ def load_sweep_config(spec: str) -> dict:
   for field in ("name", "base"):
     if not raw.get(field):
       raise ConfigError(f"sweep_config.{field}", f"missing in {spec}")
-  if raw.get("binary", "train") not in BINARIES:
-    raise ConfigError("sweep_config.binary", f"unknown {raw['binary']!r} in {spec}; allowed: "
-                      f"{', '.join(BINARIES)}")
+  checks.choice("sweep_config.binary", raw.get("binary", "train"), BINARIES)
   return raw
 
 
