@@ -49,7 +49,7 @@ def get_config(preset="bench"):
   recipe = grid.cpu_fitting_recipe()
   recipe["train"].update(num_steps={steps}, checkpoint_every={steps}, progress=False)
   recipe["evals"] = {{"id": {{"every": {steps}}}, "ood": {{"every": {steps}}}}}
-  cfg.overrides = {{"num_seeds": 2, "student": {{"width": 128, "depth": 4}},
+  cfg.overrides = {{"num_seeds": 2, "student": {{"mlp": {{"width": 128, "depth": 4}}}},
                    "task": {{"num_modules": 16, "max_hotness": 3}}, **recipe}}
   cfg.programs = tuple({{"sweep.frac_ood": (f,)}} for f in {fracs})
   return cfg

@@ -29,7 +29,8 @@ def input_decoder_r2(cfg) -> dict[str, np.ndarray]:
   cfg = cfg.copy_and_resolve_references()
   with cfg.unlocked():
     cfg.encoding.name = "invertible"
-    cfg.student.update(name="mlp", width=8, depth=1, widths=())
+    cfg.student.name = "mlp"
+    cfg.student.mlp.update(width=8, depth=1, widths=())
   grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
   states = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
   result = probes.make_probe(cfg)(states, loop.task_bits(cfg))

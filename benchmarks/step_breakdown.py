@@ -80,7 +80,8 @@ def parts(cfg, num_runs: int, strategy: str) -> dict[str, float]:
     state, batch = rep(state), rep(batch)
     strategy = step_lib.resolve(strategy, state.params)  # "auto" -> "vmap" or "map"
   samples = cfg.train.batch_size * cfg.task.num_samples
-  dims = ([cfg.task.num_modules + cfg.task.input_dim] + [cfg.student.width] * cfg.student.depth
+  mlp = cfg.student.mlp
+  dims = ([cfg.task.num_modules + cfg.task.input_dim] + [mlp.width] * mlp.depth
           + [cfg.task.output_dim])
   ws = [jnp.full((a, b), 0.01, jnp.float32) for a, b in zip(dims[:-1], dims[1:], strict=True)]
   x = jnp.ones((samples, dims[0]), jnp.float32)
@@ -122,7 +123,7 @@ def main(argv):
   for width in map(int, _WIDTHS.value):
     cfg = cli.load_config_file(os.path.join(REPO, "configs", "hyperteacher.py") + ":paper")
     cfg.unlock()
-    cfg.student.width = width
+    cfg.student.mlp.width = width
     gflop = throughput.step_gflop(cfg)
     for num_runs, strategy in [(r, s) for r in map(int, _RUNS.value)
                                for s in (["one run"] if r == 1 else _STRATEGIES.value)]:

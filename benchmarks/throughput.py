@@ -66,7 +66,8 @@ def _timed(fn) -> float:
 
 
 def _mlp_dims(cfg) -> list[int]:
-  dims = [cfg.task.num_modules + cfg.task.input_dim] + [cfg.student.width] * cfg.student.depth
+  mlp = cfg.student.mlp
+  dims = [cfg.task.num_modules + cfg.task.input_dim] + [mlp.width] * mlp.depth
   return dims + [cfg.task.output_dim]
 
 
@@ -174,7 +175,7 @@ def measure_width(cfg, width: int, limit_gb: float | None, rows: list[list],
                   peak: float) -> None:
   """Appends the table rows of one width to `rows`: the slow way, the one-run program, then each
   run count > 1 with each strategy."""
-  cfg.student.width = width
+  cfg.student.mlp.width = width
   samples, gflop = cfg.train.batch_size * cfg.task.num_samples, step_gflop(cfg)
   slow = slow_steps_per_s(cfg) if _SLOW.value else float("nan")
   counts, skipped = [], []

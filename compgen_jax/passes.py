@@ -70,7 +70,23 @@ def missing_fields(cfg: ml_collections.ConfigDict) -> list[str]:
     if section not in cfg:
       missing.append(section)
       continue
-    missing += [f"{section}.{key}" for key in make() if key not in cfg[section]]
+    missing += _missing_leaves(make(), cfg[section], section)
+  return missing
+
+
+def _missing_leaves(default: ml_collections.ConfigDict, cfg: ml_collections.ConfigDict,
+                    prefix: str) -> list[str]:
+  """The fields of `default` (subsections down to their leaves, e.g. student.mlp.width for a
+  flat student section) that `cfg` lacks."""
+  missing = []
+  for key, value in default.items():
+    if isinstance(value, ml_collections.ConfigDict):
+      have = cfg.get(key)
+      if not isinstance(have, ml_collections.ConfigDict):
+        have = ml_collections.ConfigDict()
+      missing += _missing_leaves(value, have, f"{prefix}.{key}")
+    elif key not in cfg:
+      missing.append(f"{prefix}.{key}")
   return missing
 
 

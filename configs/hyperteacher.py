@@ -4,7 +4,11 @@
   python experiments/train.py --config=configs/hyperteacher.py:paper --workdir=/tmp/ht_paper \
       --config.encoding.name=orthogonal --config.sweep.frac_ood="(0.25,0.5,0.75)"
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_tf \
-      --config.student.name=transformer --config.encoding.name=language
+      --config.student.name=transformer --config.student.transformer.d_model=64 \
+      --config.encoding.name=language
+
+`student.name` picks the student; each reads only its own subsection (student.mlp.width,
+student.transformer.d_model, student.hypernetwork.hidden, ...).
 
 Presets: paper (the paper's setting, for a GPU), quick (2 CPU cores, minutes), tiny (tests).
 Training evaluates what `evals` lists (id and ood); to add or replace evaluators from the command
@@ -34,9 +38,11 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   elif preset == "quick":
     cfg.num_seeds = 2
     # Deviations from the reference's students (paper preset), for 2 CPU cores: smaller sizes, and
-    # hyper_layernorm off (LayerNorm is scale-invariant and erases z's weights; see docs).
-    cfg.student.update(width=256, num_layers=2, d_model=128, ffw_dim=512, hyper_hidden=128,
-                       hyper_layernorm=False)
+    # the hypernetwork's layernorm off (LayerNorm is scale-invariant and erases z's weights; see
+    # docs).
+    cfg.student.mlp.width = 256
+    cfg.student.transformer.update(num_layers=2, d_model=128, ffw_dim=512)
+    cfg.student.hypernetwork.update(hidden=128, layernorm=False)
     cfg.optim.learning_rate = 1e-3
     cfg.optim.schedule = "warmup_cosine"
     cfg.optim.warmup_steps = 200
@@ -47,8 +53,9 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.task.update(num_modules=6, max_hotness=2, input_dim=4, hidden_dim=8, output_dim=2,
                     num_samples=8)
     # Deviations from the reference's students, for test speed: as in quick, smaller still.
-    cfg.student.update(width=64, depth=2, num_layers=2, d_model=32, num_heads=2, ffw_dim=64,
-                       hyper_hidden=32, hyper_layernorm=False)
+    cfg.student.mlp.update(width=64, depth=2)
+    cfg.student.transformer.update(num_layers=2, d_model=32, num_heads=2, ffw_dim=64)
+    cfg.student.hypernetwork.update(hidden=32, layernorm=False)
     cfg.optim.learning_rate = 3e-3
     cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10,
                      checkpoint_every=100, progress=False)

@@ -20,7 +20,7 @@ def base() -> ml_collections.ConfigDict:
   """The paper's preference setting: MLP 2x1024, AdamW lr 1e-4, wd 1e-3, 3M steps."""
   cfg = training_config.base_config()
   cfg.task = preference.default_config()
-  cfg.student.depth = 2
+  cfg.student.mlp.depth = 2
   cfg.optim.update(learning_rate=1e-4, weight_decay=1e-3)
   cfg.train.update(num_steps=3_000_000, chunk_size=1000, checkpoint_every=100_000)
   cfg.evals.id.every = cfg.evals.ood.every = 50_000
@@ -37,7 +37,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # Fewer modules and features than the paper so a 2-core CPU gets to OOD acc >= 0.8 in time.
     cfg.num_seeds = 1
     cfg.task.update(num_modules=8, max_hotness=3, num_features=8)
-    cfg.student.width = 256
+    cfg.student.mlp.width = 256
     cfg.optim.update(learning_rate=1e-3, schedule="warmup_cosine", warmup_steps=200)
     cfg.train.update(num_steps=6000, chunk_size=250, log_every=50, checkpoint_every=1000)
     cfg.evals.id.update(every=500, num_tasks=512)
@@ -45,7 +45,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   elif preset == "tiny":
     cfg.num_seeds = 2
     cfg.task.update(num_modules=4, max_hotness=2, num_features=4, frac_ood=0.3)
-    cfg.student.update(width=64, depth=2)
+    cfg.student.mlp.update(width=64, depth=2)
     cfg.optim.learning_rate = 3e-3
     cfg.train.update(num_steps=200, batch_size=32, chunk_size=50, log_every=10,
                      checkpoint_every=100, progress=False)

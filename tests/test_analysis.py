@@ -47,7 +47,7 @@ def test_collect_reads_one_row_per_run_at_the_probed_step(workdirs):
       ("a", 0), ("a", 1), ("b", 0), ("b", 1)]
   assert all(r["step"] == 100 and r["lambda"] == 1.0 for r in rows)
   assert [r["encoding.name"] for r in rows] == ["identity"] * 2 + ["orthogonal"] * 2
-  assert rows[0]["student.width"] == 64 and rows[0]["task.num_modules"] == 6
+  assert rows[0]["student.mlp.width"] == 64 and rows[0]["task.num_modules"] == 6
   # eval.jsonl (standalone) wins over the in-training row of the same step; "nan" reads back.
   assert [r["ood/r2"] for r in rows[:3]] == [0.95, 0.4, 0.8] and math.isnan(rows[3]["ood/r2"])
   assert rows[0]["z/dense_0/ood_r2"] == pytest.approx(0.8)

@@ -56,7 +56,7 @@ def test_incompatible_config(state_and_cfg, tmp_path):
   state, _, _ = state_and_cfg
   mngr = checkpointing.manager(str(tmp_path / "ckpt"))
   checkpointing.save(mngr, 3, state)
-  wider = load_config("hyperteacher", "tiny", **{"student.width": 96})
+  wider = load_config("hyperteacher", "tiny", **{"student.mlp.width": 96})
   with pytest.raises(CheckpointError):
     checkpointing.restore(str(tmp_path / "ckpt"),
                           loop.abstract_state(wider, runs.run_grid(wider)))

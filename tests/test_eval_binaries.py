@@ -135,7 +135,7 @@ def test_checkpoint_of_an_incompatible_config_is_a_clear_error(workdir, tmp_path
   path = os.path.join(bad, "config.json")
   with open(path) as f:
     cfg = json.load(f)
-  cfg["student"]["width"] = 32
+  cfg["student"]["mlp"]["width"] = 32
   with open(path, "w") as f:
     json.dump(cfg, f)
   with pytest.raises(CheckpointError, match="incompatible config|does not match"):
@@ -160,6 +160,27 @@ def test_workdir_from_an_earlier_version_is_a_clear_error(workdir, tmp_path, dro
   before = _digests(old)
   with pytest.raises(ConfigError, match=rf"'{drop}'.*older version"):
     passes.evaluate_workdir(old, names=("id",))
+  assert _digests(old) == before
+
+
+def test_workdir_with_a_flat_student_section_is_a_clear_error(workdir, tmp_path):
+  """The flat student layout of earlier versions (student.width, student.d_model,
+  student.hyper_hidden, ...) is refused, naming the subsection fields it lacks."""
+  old = _copy(workdir, tmp_path)
+  path = os.path.join(old, "config.json")
+  with open(path) as f:
+    cfg = json.load(f)
+  student = cfg["student"]
+  cfg["student"] = {"name": student["name"], **student["mlp"], **student["transformer"],
+                    "hyper_hidden": student["hypernetwork"]["hidden"],
+                    "hyper_layernorm": student["hypernetwork"]["layernorm"]}
+  with open(path, "w") as f:
+    json.dump(cfg, f)
+  before = _digests(old)
+  with pytest.raises(ConfigError, match=r"older version; fields missing: .*student\.mlp\.width"
+                     r".*student\.transformer\.d_model") as e:
+    passes.evaluate_workdir(old, names=("id",))
+  assert e.value.field.startswith("student.")
   assert _digests(old) == before
 
 

@@ -17,10 +17,16 @@ B, N, I, O, E, H = 3, 4, 5, 2, 6, 7
 
 
 def _cfg(**overrides):
-  # A fresh dict: ConfigDict's type safety would refuse the ill-typed values tests feed in.
+  """The `student.hypernetwork` subsection; a fresh dict: ConfigDict's type safety would refuse
+  the ill-typed values tests feed in."""
   return ml_collections.ConfigDict(
-      {**students.default_config().to_dict(), "name": "hypernetwork", "hyper_hidden": H,
-       **overrides})
+      {**students.default_config().hypernetwork.to_dict(), "hidden": H, **overrides})
+
+
+def _section(**overrides):
+  """The `student` section of the hypernetwork with _cfg(**overrides)."""
+  return ml_collections.ConfigDict({**students.default_config().to_dict(), "name": "hypernetwork",
+                                    "hypernetwork": _cfg(**overrides).to_dict()})
 
 
 def _data(seed):
@@ -76,22 +82,22 @@ def test_generated_mlp_matches_hand_computation():
 
 
 @pytest.mark.parametrize("overrides, field", [
-    (dict(hyper_hidden=0), "student.hyper_hidden"),
-    (dict(hyper_layernorm="no"), "student.hyper_layernorm"),
+    (dict(hidden=0), "student.hypernetwork.hidden"),
+    (dict(layernorm="no"), "student.hypernetwork.layernorm"),
 ])
 def test_validation(overrides, field):
-  students.validate(_cfg())
+  students.validate(_section())
   with pytest.raises(ConfigError) as err:
-    students.validate(_cfg(**overrides))
+    students.validate(_section(**overrides))
   assert err.value.field == field
 
 
 def test_layernorm_erases_the_scale_of_phi():
   phi, x = _data(4)
   for layernorm, same in ((True, True), (False, False)):
-    cfg = _cfg(hyper_layernorm=layernorm)
+    cfg = _cfg(layernorm=layernorm)
     params = hypernetwork.init(jax.random.key(5), E, I, O, cfg)
     y, _ = hypernetwork.apply(params, phi, x, O, cfg)
     y2, _ = hypernetwork.apply(params, 2.0 * phi, x, O, cfg)
     assert np.allclose(y2, y, atol=1e-4) == same
-  assert "ln" not in hypernetwork.init(jax.random.key(5), E, I, O, _cfg(hyper_layernorm=False))
+  assert "ln" not in hypernetwork.init(jax.random.key(5), E, I, O, _cfg(layernorm=False))

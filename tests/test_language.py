@@ -109,14 +109,17 @@ def test_students_read_sequences_their_way():
   for name, enc_param in (("mlp", ("dense_0", "kernel")),
                           ("hypernetwork", ("generator", "kernel"))):
     cfg = students.default_config()
-    cfg.update(dict(name=name, width=8, depth=1, hyper_hidden=4))
+    cfg.name = name
+    cfg.mlp.update(width=8, depth=1)
+    cfg.hypernetwork.hidden = 4
     params = students.init_params(cfg, jax.random.key(0), L, I, O, vocab_size=V)
     rows = params[enc_param[0]][enc_param[1]].shape[0]
     assert rows == (V - 1) + (I if name == "mlp" else 0)  # bag of counts, not L token ids
     y, _ = students.apply_student(cfg, params, tokens, x, O, vocab_size=V)
     chex.assert_shape(y, (1, 3, O))
   cfg = students.default_config()
-  cfg.update(dict(name="transformer", num_layers=1, d_model=8, num_heads=2, ffw_dim=8))
+  cfg.name = "transformer"
+  cfg.transformer.update(num_layers=1, d_model=8, num_heads=2, ffw_dim=8)
   params = students.init_params(cfg, jax.random.key(0), L, I, O, vocab_size=V)
   assert params["enc_embed"]["embedding"].shape == (V, 8)
   y, _ = students.apply_student(cfg, params, tokens, x, O, vocab_size=V)

@@ -6,10 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from compgen_jax.students import mlp
+from compgen_jax.students import registry as students
 
 
 def _cfg(widths):
-  cfg = mlp.default_config()
+  """The `student.mlp` subsection with these hidden widths."""
+  cfg = students.default_config().mlp
   cfg.widths = widths
   return cfg
 

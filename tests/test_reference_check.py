@@ -22,7 +22,7 @@ MIN_OOD_R2 = 0.6
 
 def test_mlp_4x256_at_paper_lr_learns_the_real_teacher(tmp_path):
   cfg = load_config("hyperteacher", "paper", **{
-      "num_seeds": 1, "student.width": 256, "student.depth": 4, "train.num_steps": STEPS,
+      "num_seeds": 1, "student.mlp.width": 256, "student.mlp.depth": 4, "train.num_steps": STEPS,
       "train.chunk_size": 100, "evals.id.every": STEPS, "evals.ood.every": STEPS,
       "train.checkpoint_every": STEPS, "train.progress": False})
   assert cfg.optim.learning_rate == 3e-4 and cfg.optim.weight_decay == 3e-3

@@ -125,7 +125,7 @@ def _layer_rows(fail_profiles, succeed_profiles) -> list[dict]:
   rows = []
   for ok, profiles in ((False, fail_profiles), (True, succeed_profiles)):
     for i, profile in enumerate(profiles):
-      rows.append({"encoding.name": "identity", "student.depth": len(profile), "seed": i,
+      rows.append({"encoding.name": "identity", "student.mlp.depth": len(profile), "seed": i,
                    "program": "p", "n_train": 10, "id/r2": 0.95, "ood/r2": 0.9 if ok else 0.4,
                    "z/input/ood_r2": 1.0, "z/readout/ood_r2": 0.1, "z/best/ood_r2": max(profile),
                    **{f"z/dense_{j}/ood_r2": v for j, v in enumerate(profile)}})
@@ -190,7 +190,7 @@ def test_render_writes_claims_json_and_regenerates_byte_identically(tmp_path):
 
 
 def _model_rows(rng, seeds: int, slope: float = 0.1) -> list[dict]:
-  return [{"encoding.name": enc, "student.depth": d, "student.width": w, "seed": s,
+  return [{"encoding.name": enc, "student.mlp.depth": d, "student.mlp.width": w, "seed": s,
            "program": f"{enc}_{d}_{w}", "n_train": 522, "task.num_modules": 16,
            "task.max_hotness": 3, "frac_ood": 0.25, "id/r2": 0.97,
            "ood/r2": 0.5 + slope * (np.log2(w / 32) + d / 2) + rng.normal(0, 0.005),
@@ -209,7 +209,8 @@ def test_model_size_and_encoding_table(tmp_path):
   _, claims = sections_model.model_size(_model_rows(rng, 1), R2, str(tmp_path))
   assert [c["verdict"] for c in claims] == ["not judged", "not judged"]
   # The cpu preset's shape: depth 2 only at the widest width (one point: not a width curve).
-  rows = [r for r in _model_rows(rng, 3) if r["student.depth"] == 4 or r["student.width"] == 128]
+  rows = [r for r in _model_rows(rng, 3)
+          if r["student.mlp.depth"] == 4 or r["student.mlp.width"] == 128]
   text, claims = sections_model.model_size(rows, R2, str(tmp_path))
   assert [c["verdict"] for c in claims] == ["shown", "shown"]
   assert "| identity | depth 2 | width |" not in text
@@ -234,7 +235,7 @@ def _student_workdir(path: str, params: int, **overrides) -> str:
 def test_transformer_vs_mlp(tmp_path, seeds, gap, verdict):
   workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), 17_000,
                                  **{"student.name": "transformer"}),
-              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.width": 124})}
+              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.mlp.width": 124})}
   rng = np.random.default_rng(9)
   rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",
            "n_train": n, "seed": s, "id/r2": 1.0,
@@ -270,7 +271,7 @@ def test_fewer_tasks_needed():
 def test_transformer_vs_mlp_tasks_needed(tmp_path):
   workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), 17_000,
                                  **{"student.name": "transformer"}),
-              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.width": 124})}
+              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.mlp.width": 124})}
   rng = np.random.default_rng(11)
   # OOD / ID crosses 0.9 near 11 tasks for the transformer and near 22 for the MLP
   rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",
@@ -288,11 +289,11 @@ def test_data_scaling_keeps_widths_apart(tmp_path):
   for width, offset in ((32, 0.0), (128, 0.2)):  # the wider student 0.2 higher everywhere
     part = _data_rows(rng, {(16, 3): [(8, 0.4 + offset), (16, 0.5 + offset),
                                        (32, 0.6 + offset)]})
-    rows += [{**r, "student.width": width, "student.depth": 4} for r in part]
+    rows += [{**r, "student.mlp.width": width, "student.mlp.depth": 4} for r in part]
   text, claims = sections_data.data_scaling(rows, R2, str(tmp_path))
   assert "| 16 | 3 | 32 | 3 | 3 | yes |" in text and "| 16 | 3 | 128 | 3 | 3 | yes |" in text
   assert "| 16 | 3 | 696 | 32 | 8 | 0.500 |" in text  # frac_ood cell follows n_train
   assert _claim(claims, "OOD R^2 rises with the student's width")["verdict"] == "shown"
-  pooled = [{**r, "student.width": 64} for r in rows]  # one width: no trend claim
+  pooled = [{**r, "student.mlp.width": 64} for r in rows]  # one width: no trend claim
   _, claims = sections_data.data_scaling(pooled, R2, str(tmp_path))
   assert not [c for c in claims if "width" in c["claim"]]

@@ -42,7 +42,7 @@ def get_config(preset):
                      "evals": {"id": {"every": 500}, "ood": {"every": 500}}}
   else:
     cfg.overrides = {"num_seeds": 1}
-  cfg.programs = ({"student.width": 8}, {"student.width": 16})[:2 if preset == "two" else 1]
+  cfg.programs = ({"student.mlp.width": 8}, {"student.mlp.width": 16})[:2 if preset == "two" else 1]
   return cfg
 '''
 OPTIONS = slurm.Options(gpus=0, time_min=10)  # a CPU node: no GRES

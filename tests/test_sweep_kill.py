@@ -21,7 +21,7 @@ def get_config(preset):
   cfg.name = "kill_" + preset
   cfg.base = "configs/hyperteacher.py:tiny"
   cfg.overrides = {"num_seeds": 1, "train": {"num_steps": 1500, "checkpoint_every": 100}}
-  cfg.programs = ({"student.width": 8},)
+  cfg.programs = ({"student.mlp.width": 8},)
   return cfg
 '''
 

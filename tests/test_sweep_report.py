@@ -132,7 +132,7 @@ def test_encoding_table_and_decodability(tmp_path):
   programs = []
   for i, enc in enumerate(("identity", "few_shot")):
     planted = [{"n_train": 12, "ood/r2": 0.5 + 0.1 * i + 0.01 * s} for s in range(3)]
-    programs.append(({"encoding.name": enc, "student.width": 32}, planted))
+    programs.append(({"encoding.name": enc, "student.mlp.width": 32}, planted))
   sweep_dir = _fake_sweep(tmp_path, "model_size", "configs/hyperteacher.py:tiny", programs)
   for entry in workdir_lib.read_index(sweep_dir)["programs"]:  # decodability = OOD R^2 - 0.1
     rows = metric_writer.read_rows(os.path.join(entry["workdir"], workdir_lib.METRICS_FILE))

@@ -19,12 +19,12 @@ SWEEP_CONFIG = '''
 import ml_collections
 
 PROGRAMS = {
-    "two": ({"student.width": 8}, {"student.width": 16}),
-    "one": ({"student.width": 8},),
-    "failing": ({"student.width": 8}, {"student.width": 16, "optim.learning_rate": 1e30}),
-    "bad_support": ({"student.width": 8}, {"student.width": 16, "task.support": "bogus"}),
-    "duplicate": ({"student.width": 8}, {"student": {"width": 8}}),
-    "unknown_field": ({"student.widht": 8},),
+    "two": ({"student.mlp.width": 8}, {"student.mlp.width": 16}),
+    "one": ({"student.mlp.width": 8},),
+    "failing": ({"student.mlp.width": 8}, {"student.mlp.width": 16, "optim.learning_rate": 1e30}),
+    "bad_support": ({"student.mlp.width": 8}, {"student.mlp.width": 16, "task.support": "bogus"}),
+    "duplicate": ({"student.mlp.width": 8}, {"student": {"mlp": {"width": 8}}}),
+    "unknown_field": ({"student.mlp.widht": 8},),
 }
 
 
@@ -62,7 +62,7 @@ def two_done(sweep_file, tmp_path_factory):
 
 def test_names_overrides_and_command_lines():
   programs = ({"task.num_modules": 8, "task.max_hotness": 2}, {"encoding.name": "orthogonal"},
-              {"student": {"widths": (64, 32)}, "sweep.frac_ood": (0.5,)})
+              {"student": {"mlp": {"widths": (64, 32)}}, "sweep.frac_ood": (0.5,)})
   assert [name for name, _ in spec.expand(programs)] == [
       "M8_K2", "encoding-orthogonal", "widths-64-32_frac_ood-0.5"]
   assert spec.override_args({"sweep.frac_ood": (0.25, 0.5), "sweep.learning_rate": (1e-05,),
@@ -72,12 +72,14 @@ def test_names_overrides_and_command_lines():
   # Every value type comes back from the command line exactly as the sweep config gave it.
   overrides = {"optim.learning_rate": 1e-05, "sweep.frac_ood": (0.25, 0.5),
                "sweep.weight_decay": (0.1,), "probe.targets": ("z",),
-               "train.progress": True, "encoding.name": "orthogonal", "student.widths": (8, 4)}
+               "train.progress": True, "encoding.name": "orthogonal", "student.mlp.widths": (8, 4)}
   base = spec.resolve_base("configs/hyperteacher.py:tiny")
   cfg = spec.program_config(base, "p", overrides)
   for path, value in overrides.items():
-    section, field = path.split(".")
-    assert cfg[section][field] == value and type(cfg[section][field]) is type(value), path
+    got = cfg
+    for key in path.split("."):
+      got = got[key]
+    assert got == value and type(got) is type(value), path
 
 
 def test_example_sweep_config_expands_and_validates(tmp_path):
@@ -95,7 +97,7 @@ def test_example_sweep_config_expands_and_validates(tmp_path):
 
 @pytest.mark.parametrize("preset, field, words", [
     ("duplicate", "sweep_config.programs[1]", ["width-8", "twice"]),
-    ("unknown_field", "student.widht", ["widht", "width"]),
+    ("unknown_field", "student.mlp.widht", ["widht", "width"]),
     ("extra_field", "sweep_config.seeds", ["name, base, overrides, programs"]),
 ])
 def test_sweep_config_errors_name_the_field(sweep_file, tmp_path, preset, field, words):
@@ -121,7 +123,7 @@ def test_dry_run_prints_commands_and_writes_nothing(sweep_file, tmp_path, capsys
   commands = [l for l in capsys.readouterr().out.splitlines() if not l.startswith("#")]
   assert len(commands) == 2 and all("experiments/train.py" in c for c in commands)
   assert f"--workdir={sweep_dir}/width-16" in commands[1]
-  assert "--config.student.width=16" in commands[1]
+  assert "--config.student.mlp.width=16" in commands[1]
   assert not os.path.exists(sweep_dir)
 
 
@@ -135,7 +137,7 @@ def test_local_run_makes_a_workdir_per_program_and_the_index(two_done, sweep_fil
   for program in sweep.programs:
     entry = entries[program.name]
     assert entry["status"] == "done" and entry["exit_code"] == 0 and entry["wall_s"] > 0
-    assert entry["overrides"] == {"student.width": int(program.name.split("-")[1])}
+    assert entry["overrides"] == {"student.mlp.width": int(program.name.split("-")[1])}
     assert os.path.isdir(os.path.join(program.workdir, "checkpoints", "200"))
     # Recorded relative to the sweep dir, so a copy of it (a clone of results/) reads the same.
     assert (entry["workdir"], entry["log"]) == (program.name, f"logs/{program.name}.log")

@@ -95,7 +95,7 @@ def test_on_one_cpu_the_chunk_runs_the_one_run_programs_matmuls():
                   if "stablehlo.dot_general" in line)
 
   for width, mapped in ((128, True), (64, False)):
-    cfg = load_config("hyperteacher", "tiny", **{"student.width": width})
+    cfg = load_config("hyperteacher", "tiny", **{"student.mlp.width": width})
     state = loop.abstract_state(cfg, runs.run_grid(cfg))
     assert step_lib.runs_one_after_another(state.params) == mapped
     one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), state)
@@ -165,7 +165,7 @@ BAD = [
     ({"task.family": "chess"}, "task.family"),
     ({"encoding.name": "morse"}, "encoding.name"),
     ({"student.name": "lstm"}, "student.name"),
-    ({"student.width": 0}, "student.width"),
+    ({"student.mlp.width": 0}, "student.mlp.width"),
     ({"optim.schedule": "step"}, "optim.schedule"),
     ({"optim.learning_rate": -1.0}, "optim.learning_rate"),
     ({"evals.id.every": 70}, "evals.id.every"),
@@ -209,9 +209,9 @@ def test_run_in_a_sweep_grid_equals_the_solo_run_with_its_key_and_values():
   bit-identical where they run one after another (one CPU; README states what holds)."""
   grid_cfg = load_config("hyperteacher", "tiny", **{"sweep.learning_rate": (1e-3, 3e-3),
                                                     "sweep.frac_ood": (0.2, 0.5),
-                                                    "student.width": 128})
+                                                    "student.mlp.width": 128})
   solo_cfg = load_config("hyperteacher", "tiny", **{"num_seeds": 1, "optim.learning_rate": 3e-3,
-                                                    "task.frac_ood": 0.5, "student.width": 128})
+                                                    "task.frac_ood": 0.5, "student.mlp.width": 128})
   states = []
   for cfg in (grid_cfg, solo_cfg):
     grid = runs.precompute_splits(cfg, runs.run_grid(cfg))

@@ -4,6 +4,7 @@ pass), causal, PAD masked, validation. RoPE and attention themselves: tests/test
 import chex
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -16,9 +17,18 @@ B, N, I, O, E = 3, 5, 4, 2, 6
 
 
 def _cfg(**overrides):
-  cfg = students.default_config()
-  cfg.update(dict(name="transformer", num_layers=2, d_model=16, num_heads=2, ffw_dim=32))
+  """A small `student.transformer` subsection."""
+  cfg = students.default_config().transformer
+  cfg.update(dict(num_layers=2, d_model=16, num_heads=2, ffw_dim=32))
   cfg.update(overrides)
+  return cfg
+
+
+def _section(name: str = "transformer", **overrides):
+  """The `student` section with the small transformer subsection."""
+  cfg = students.default_config()
+  cfg.name = name
+  cfg.transformer = _cfg(**overrides)
   return cfg
 
 
@@ -165,15 +175,16 @@ def test_token_input_masks_pad():
 
 
 @pytest.mark.parametrize("overrides, field", [
-    (dict(d_model=18, num_heads=4), "student.d_model"),  # not a multiple
-    (dict(d_model=12, num_heads=4), "student.d_model"),  # head dim 3 is odd: no RoPE pairs
-    (dict(num_layers=0), "student.num_layers"),
-    (dict(rope_base=0.0), "student.rope_base"),
+    (dict(d_model=18, num_heads=4), "student.transformer.d_model"),  # not a multiple
+    (dict(d_model=12, num_heads=4), "student.transformer.d_model"),  # head dim 3 is odd
+    (dict(num_layers=0), "student.transformer.num_layers"),
+    (dict(rope_base=0.0), "student.transformer.rope_base"),
     (dict(name="rnn"), "student.name"),
 ])
 def test_validation_names_the_field(overrides, field):
+  students.validate(_section())
   with pytest.raises(ConfigError) as err:
-    students.validate(_cfg(**overrides))
+    students.validate(_section(**overrides))
   assert err.value.field == field
 
 
@@ -189,6 +200,24 @@ def test_paper_preset_students_match_the_reference_config():
   4 heads, 4 layers, d_ffw 1024; the hypernetwork's generated MLP is d_ffw = 1024 wide
   (policy.py HypernetworkPolicy) behind a LayerNorm; RoPE max_timescale 10000 (rotary.py)."""
   student = load_config("hyperteacher", "paper").student
-  want = dict(width=1024, depth=4, num_layers=4, d_model=256, num_heads=4, ffw_dim=1024,
-              rope_base=10_000.0, hyper_hidden=1024, hyper_layernorm=True)
-  assert {k: student[k] for k in want} == want
+  want = {"mlp": dict(width=1024, depth=4, widths=()),
+          "transformer": dict(num_layers=4, d_model=256, num_heads=4, ffw_dim=1024,
+                              rope_base=10_000.0),
+          "hypernetwork": dict(hidden=1024, layernorm=True)}
+  assert student.name == "mlp" and set(student) == {"name", *want}
+  assert {name: student[name].to_dict() for name in want} == want
+
+
+def test_each_student_reads_only_its_subsection():
+  """init and apply see student.<name> alone: a section without the other students'
+  subsections gives the same parameters and predictions."""
+  x = _x(3)
+  phi = jnp.asarray(np.random.default_rng(4).normal(size=(B, E)), jnp.float32)
+  for name in students.REGISTRY:
+    full = load_config("hyperteacher", "tiny", **{"student.name": name}).student
+    alone = ml_collections.ConfigDict({"name": name, name: full[name].to_dict()})
+    outs = []
+    for cfg in (full, alone):
+      params = students.init_params(cfg, jax.random.key(0), E, I, O)
+      outs.append((params, students.apply_student(cfg, params, phi, x, O)[0]))
+    chex.assert_trees_all_equal(*outs)

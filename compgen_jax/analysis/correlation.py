@@ -44,8 +44,8 @@ def _layer_columns(rows: list[dict], target: str) -> list[str]:
 
 def text_table(rows: list[dict], target: str = "z") -> str:
   """Runs x (config values, OOD R^2, OOD probe R^2 per layer) as an aligned text table."""
-  header = ["workdir", "run", "seed", "frac_ood", "encoding.name", "student.width",
-            "student.depth", "ood/r2", f"{target}/best_layer", *_layer_columns(rows, target)]
+  header = ["workdir", "run", "seed", "frac_ood", "encoding.name", "student.mlp.width",
+            "student.mlp.depth", "ood/r2", f"{target}/best_layer", *_layer_columns(rows, target)]
   body = [[os.path.basename(os.path.normpath(r["workdir"])),
            *(r.get(k) if isinstance(r.get(k), str | int) else load.number(r.get(k))
              for k in header[1:])] for r in rows]

@@ -16,7 +16,7 @@ ENCODING_TABLE = {
 }
 TABLE_SETTING = {"task.num_modules": 16, "task.max_hotness": 3, "frac_ood": 0.25}
 # The model of the paper's table (its default student); the report uses it when swept.
-TABLE_MODEL = {"student.width": 1024, "student.depth": 4}
+TABLE_MODEL = {"student.mlp.width": 1024, "student.mlp.depth": 4}
 
 CLAIMS = {
     "data_scaling": "An MLP trained on a subset of module combinations generalizes to held-out "

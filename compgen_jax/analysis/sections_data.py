@@ -33,7 +33,7 @@ def series(label: str, curve: aggregate.Curve, id_curve: aggregate.Curve | None)
                         id_curve.mean if same else None, id_curve.sd if same else None)
 
 
-MODEL_KEYS = (("student.width", "width"), ("student.depth", "depth"))
+MODEL_KEYS = (("student.mlp.width", "width"), ("student.mlp.depth", "depth"))
 
 
 def varying(rows: list[dict]) -> tuple[tuple[str, str], ...]:
@@ -87,7 +87,7 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                verdicts.claim(f"{metric.label} approaches 1 with enough training tasks",
                               "-> 1", f"{_span(lasts)} at the most tasks ({n_seeds(seeds)})",
                               seeds, word_near, fname, note)]
-    if any(k == "student.width" for k, _ in models):
+    if any(k == "student.mlp.width" for k, _ in models):
       parts.append(_width_trend(rows, metric, fname, claims))
     parts += ["", md.table(["M", "K", *(name for _, name in models), "points", "seeds", "rises",
                             "detail (95% intervals)", f">= {NEAR_ONE} at the most tasks"],
@@ -122,7 +122,7 @@ def _span(means: list[float]) -> str:
 def _width_trend(rows: list[dict], metric: Metric, fname: str, claims: list) -> str:
   """The scale trend inside a data sweep: rises with width at each (M, K, n_train) that has
   more than one width (appends its claim)."""
-  curves = aggregate.curves_by(rows, metric.key, (*MK, "n_train"), "student.width")
+  curves = aggregate.curves_by(rows, metric.key, (*MK, "n_train"), "student.mlp.width")
   oks = [verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups]).ok
          for c in curves.values() if len(c.x) > 1]
   seeds = min((c.seeds for c in curves.values() if len(c.x) > 1), default=0)

@@ -59,10 +59,10 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
           else verdicts.NOT_JUDGED)
   fname = "layers_z_ood_r2.png"
   panels, body = [], []
-  for depth in sorted({r.get("student.depth") for r in rows}, key=lambda d: d or 0):
+  for depth in sorted({r.get("student.mlp.depth") for r in rows}, key=lambda d: d or 0):
     series = []
     for g, rs in groups.items():
-      rs = [r for r in rs if r.get("student.depth") == depth]
+      rs = [r for r in rs if r.get("student.mlp.depth") == depth]
       if not rs:
         continue
       names = hidden_layers(rs)

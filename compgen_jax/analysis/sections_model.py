@@ -17,24 +17,24 @@ TASK_DECODER = load.DECODABILITY  # z at the best student layer (by ID probe R^2
 INPUT_DECODER = "z/input/ood_r2"  # z from phi(z) itself
 GENERALIZES = 0.9  # an OOD R^2 (and a task decoder R^2) at least this large is called high
 # Covariates a correlation is made partial on, where they vary: the swept sizes.
-SIZES = (("n_train", math.log, "log n_train"), ("student.width", math.log2, "log2 width"),
-         ("student.depth", float, "depth"))
+SIZES = (("n_train", math.log, "log n_train"), ("student.mlp.width", math.log2, "log2 width"),
+         ("student.mlp.depth", float, "depth"))
 
 
 def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """OOD performance against width (one panel per encoding, a line per depth)."""
-  keys = ("encoding.name", "student.depth", "student.width")
+  keys = ("encoding.name", "student.mlp.depth", "student.mlp.width")
   parts = [md.claim(paper.CLAIMS["model_size"]),
            md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"], verdicts.RULES["fits"]),
            ""]
   claims = []
   for metric in metrics:
-    curves = aggregate.curves(rows, metric.key, "encoding.name", "student.depth",
-                              "student.width")
-    ids = aggregate.curves(rows, metric.id_key, "encoding.name", "student.depth",
-                           "student.width")
-    by_width = aggregate.curves(rows, metric.key, "encoding.name", "student.width",
-                                "student.depth")
+    curves = aggregate.curves(rows, metric.key, "encoding.name", "student.mlp.depth",
+                              "student.mlp.width")
+    ids = aggregate.curves(rows, metric.id_key, "encoding.name", "student.mlp.depth",
+                           "student.mlp.width")
+    by_width = aggregate.curves(rows, metric.key, "encoding.name", "student.mlp.width",
+                                "student.mlp.depth")
     wider, deeper, table = [], [], []
     for enc, lines in curves.items():
       for depth, c in lines.items():
@@ -91,8 +91,8 @@ def _model_table(rows: list[dict], metrics: tuple[Metric, ...], keys: tuple[str,
 
 def _table_model(rows: list[dict]) -> tuple[int, int]:
   """(width, depth) of the paper's table model if swept, else the deepest, then widest."""
-  models = {(r.get("student.width"), r.get("student.depth")) for r in rows}
-  wanted = (paper.TABLE_MODEL["student.width"], paper.TABLE_MODEL["student.depth"])
+  models = {(r.get("student.mlp.width"), r.get("student.mlp.depth")) for r in rows}
+  wanted = (paper.TABLE_MODEL["student.mlp.width"], paper.TABLE_MODEL["student.mlp.depth"])
   return wanted if wanted in models else max(models, key=lambda m: (m[1] or 0, m[0] or 0))
 
 
@@ -103,7 +103,8 @@ def encoding_table(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   if not rows or metric.key != "ood/r2":
     return "", []
   width, depth = _table_model(rows)
-  rows = [r for r in rows if (r.get("student.width"), r.get("student.depth")) == (width, depth)]
+  rows = [r for r in rows
+          if (r.get("student.mlp.width"), r.get("student.mlp.depth")) == (width, depth)]
   setting = {k: rows[0].get(k) for k in paper.TABLE_SETTING}
   fname = "encoding_table.png"
   body, claims, checks, bars, seeds_all = [], [], [], {}, []

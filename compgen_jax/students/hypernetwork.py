@@ -54,8 +54,7 @@ class HyperNetwork(nn.Module):
 
 
 def _module(cfg: ml_collections.ConfigDict, out_dim: int) -> HyperNetwork:
-  return HyperNetwork(hidden=cfg.hyper_hidden, out_dim=out_dim,
-                      layernorm=cfg.get("hyper_layernorm", True))
+  return HyperNetwork(hidden=cfg.hidden, out_dim=out_dim, layernorm=cfg.layernorm)
 
 
 def init(key: jax.Array, enc_dim: int, x_dim: int, out_dim: int,

@@ -50,9 +50,9 @@ class MLP(nn.Module):
 
 
 def hidden_widths(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
-  """Per-layer widths: cfg.widths when given, else depth x width."""
-  widths = tuple(cfg.get("widths", ()) or ())
-  return widths or (cfg.width,) * cfg.depth
+  """Per-layer widths of the `student.mlp` subsection: cfg.widths when given, else depth x
+  width."""
+  return tuple(cfg.widths) or (cfg.width,) * cfg.depth
 
 
 def _module(cfg: ml_collections.ConfigDict, out_dim: int) -> MLP:
@@ -72,7 +72,3 @@ def apply(params: dict, phi_BxE: jax.Array, x_BxNxI: jax.Array, out_dim: int,
   y, acts = _module(cfg, out_dim).apply({"params": params}, phi_BxE, x_BxNxI)
   names = [f"dense_{i}" for i in range(len(hidden_widths(cfg)))] + ["readout"]
   return y, dict(zip(names, acts, strict=True))
-
-
-def default_config() -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(dict(name="mlp", width=1024, depth=4, widths=()))

@@ -13,6 +13,7 @@ from compgen_jax.types import ConfigError
 
 
 class Student(NamedTuple):
+  # cfg below is the student's own subsection, student.<name>.
   # init(key, enc_dim, x_dim, out_dim, cfg[, vocab_size]) -> params
   init: Callable
   # apply(params, phi_BxE, x_BxNxI, out_dim, cfg) -> (y_BxNxO, {layer: activations_BxNxD})
@@ -22,35 +23,28 @@ class Student(NamedTuple):
   reads_tokens: bool = False
 
 
-def _at_least_one(cfg: ml_collections.ConfigDict, names: tuple[str, ...]) -> None:
-  for name in names:
-    checks.integer(f"student.{name}", cfg[name], low=1)
-
-
 def _validate_mlp(cfg: ml_collections.ConfigDict) -> None:
   for name in ("width", "depth"):
-    if int(cfg[name]) < 1:
-      raise ConfigError(f"student.{name}", f"must be >= 1, got {cfg[name]}")
-  if any(int(w) < 1 for w in cfg.get("widths", ())):
-    raise ConfigError("student.widths", f"every width must be >= 1, got {cfg.widths}")
+    checks.integer(f"student.mlp.{name}", cfg[name], low=1)
+  if cfg.widths:  # empty: depth x width
+    checks.integers("student.mlp.widths", cfg.widths, low=1)
 
 
 def _validate_transformer(cfg: ml_collections.ConfigDict) -> None:
-  _at_least_one(cfg, ("num_layers", "d_model", "num_heads", "ffw_dim"))
+  for name in ("num_layers", "d_model", "num_heads", "ffw_dim"):
+    checks.integer(f"student.transformer.{name}", cfg[name], low=1)
   if cfg.d_model % cfg.num_heads:
-    raise ConfigError("student.d_model", f"must be a multiple of student.num_heads "
-                      f"({cfg.num_heads}), got {cfg.d_model}")
+    raise ConfigError("student.transformer.d_model", f"must be a multiple of "
+                      f"student.transformer.num_heads ({cfg.num_heads}), got {cfg.d_model}")
   if (cfg.d_model // cfg.num_heads) % 2:
-    raise ConfigError("student.d_model", f"head dim d_model / num_heads = "
+    raise ConfigError("student.transformer.d_model", f"head dim d_model / num_heads = "
                       f"{cfg.d_model // cfg.num_heads} must be even (RoPE rotates pairs)")
-  if not cfg.rope_base > 0:
-    raise ConfigError("student.rope_base", f"must be > 0, got {cfg.rope_base!r}")
+  checks.positive("student.transformer.rope_base", cfg.rope_base)
 
 
 def _validate_hypernetwork(cfg: ml_collections.ConfigDict) -> None:
-  _at_least_one(cfg, ("hyper_hidden",))
-  if not isinstance(cfg.hyper_layernorm, bool):
-    raise ConfigError("student.hyper_layernorm", f"must be a bool, got {cfg.hyper_layernorm!r}")
+  checks.integer("student.hypernetwork.hidden", cfg.hidden, low=1)
+  checks.boolean("student.hypernetwork.layernorm", cfg.layernorm)
 
 
 REGISTRY: dict[str, Student] = {
@@ -58,48 +52,52 @@ REGISTRY: dict[str, Student] = {
     "transformer": Student(transformer.init, transformer.apply, reads_tokens=True),
     "hypernetwork": Student(hypernetwork.init, hypernetwork.apply),
 }
+# name -> check of its subsection student.<name> (ConfigError naming the field)
 VALIDATORS: dict[str, Callable] = {"mlp": _validate_mlp, "transformer": _validate_transformer,
                                    "hypernetwork": _validate_hypernetwork}
 
 
 def get(name: str) -> Student:
-  if name not in REGISTRY:
-    raise ConfigError("student.name", f"unknown {name!r}; allowed: {', '.join(REGISTRY)}")
+  checks.choice("student.name", name, REGISTRY)
   return REGISTRY[name]
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
+  """The `student` section: a known name, and that student's own subsection."""
   get(cfg.name)
-  VALIDATORS[cfg.name](cfg)
+  VALIDATORS[cfg.name](cfg[cfg.name])
 
 
 def default_config() -> ml_collections.ConfigDict:
-  """The `student` subtree: `name` picks the student; each reads only its own fields."""
+  """The `student` section: `name` picks the student, which reads only its own subsection
+  (--config.student.mlp.width=256)."""
   return ml_collections.ConfigDict(dict(
       name="mlp",
-      width=1024, depth=4, widths=(),  # mlp (widths, when set, overrides depth x width)
-      num_layers=4, d_model=256, num_heads=4, ffw_dim=1024, rope_base=10_000.0,  # transformer
-      hyper_hidden=1024,  # hypernetwork: hidden width of the generated MLP (reference: d_ffw)
-      hyper_layernorm=True,  # hypernetwork: LayerNorm phi(z) first (the paper's; scale-invariant)
+      mlp=dict(width=1024, depth=4, widths=()),  # widths, when set, overrides depth x width
+      transformer=dict(num_layers=4, d_model=256, num_heads=4, ffw_dim=1024, rope_base=10_000.0),
+      # hidden: width of the generated MLP (reference: d_ffw); layernorm: LayerNorm phi(z) first
+      # (the paper's; scale-invariant)
+      hypernetwork=dict(hidden=1024, layernorm=True),
   ))
 
 
 def init_params(cfg: ml_collections.ConfigDict, key: jax.Array, enc_dim: int, x_dim: int,
                 out_dim: int, vocab_size: int = 0) -> dict:
-  """Parameters of student cfg.name; vocab_size > 0: the encoding is enc_dim token ids."""
-  student = get(cfg.name)
+  """Parameters of student cfg.name (cfg: the `student` section; the student gets its own
+  subsection); vocab_size > 0: the encoding is enc_dim token ids."""
+  student, own = get(cfg.name), cfg[cfg.name]
   if vocab_size and student.reads_tokens:
-    return student.init(key, enc_dim, x_dim, out_dim, cfg, vocab_size=vocab_size)
+    return student.init(key, enc_dim, x_dim, out_dim, own, vocab_size=vocab_size)
   if vocab_size:
     enc_dim = vocab_size - 1  # bag of counts of the non-PAD tokens
-  return student.init(key, enc_dim, x_dim, out_dim, cfg)
+  return student.init(key, enc_dim, x_dim, out_dim, own)
 
 
 def apply_student(cfg: ml_collections.ConfigDict, params: dict, phi: jax.Array,
                   x_BxNxI: jax.Array, out_dim: int, vocab_size: int = 0):
-  """(predictions, activations) of student cfg.name; a sequence phi (vocab_size > 0) goes in
-  as token ids or as a bag of counts, as the student reads it."""
+  """(predictions, activations) of student cfg.name (cfg: the `student` section); a sequence phi
+  (vocab_size > 0) goes in as token ids or as a bag of counts, as the student reads it."""
   student = get(cfg.name)
   if vocab_size and not student.reads_tokens:
     phi = bag_of_counts(phi, vocab_size)
-  return student.apply(params, phi, x_BxNxI, out_dim, cfg)
+  return student.apply(params, phi, x_BxNxI, out_dim, cfg[cfg.name])

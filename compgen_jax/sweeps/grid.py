@@ -26,7 +26,7 @@ def cpu_fitting_recipe() -> dict:
 
 
 def product(axes: dict) -> tuple[dict, ...]:
-  """{"student.width": (8, 16), "student.depth": (2,)} -> one dict of dotted overrides per
+  """{"student.mlp.width": (8, 16), "student.mlp.depth": (2,)} -> one dict of dotted overrides per
   combination (the last axis fastest)."""
   return tuple(dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values()))
 

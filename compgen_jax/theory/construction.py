@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax.students import mlp
 from compgen_jax.types import ConfigError
 
 _MIN_RANGE = 1e-6  # floor on A_ih, so 1/alpha stays finite for a product that is identically 0
@@ -76,11 +75,9 @@ def neuron_count(M: int, I: int, H: int, O: int, resolution: int) -> int:
 
 
 def student_config(I: int, H: int, resolution: int) -> ml_collections.ConfigDict:
-  """The MLP student config that `mlp.apply` evaluates the constructed parameters with."""
-  cfg = mlp.default_config()
+  """The `student.mlp` subsection that `mlp.apply` evaluates the constructed parameters with."""
   widths = hidden_widths(I, H, resolution)
-  cfg.update(width=widths[0], depth=len(widths), widths=widths)
-  return cfg
+  return ml_collections.ConfigDict(dict(width=widths[0], depth=len(widths), widths=widths))
 
 
 def square_interpolant(r_IxH: jax.Array, N: int) -> tuple[jax.Array, jax.Array]:

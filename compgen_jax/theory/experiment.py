@@ -76,7 +76,7 @@ def training_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict
   train_cfg = copy.deepcopy(cfg.hyperteacher)
   task = train_cfg.task
   widths = construction.hidden_widths(task.input_dim, task.hidden_dim, cfg.theorem.sgd_resolution)
-  train_cfg.student.update(width=widths[0], depth=len(widths), widths=widths)
+  train_cfg.student.mlp.update(width=widths[0], depth=len(widths), widths=widths)
   return train_cfg
 
 
@@ -169,8 +169,8 @@ def sgd_comparison(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   rows = []
   for r, row in enumerate(sorted(final, key=lambda row: row["run"])):
     rows.append(dict(kind="sgd", run=row["run"], seed=row["seed"], frac_ood=row["frac_ood"],
-                     resolution=cfg.theorem.sgd_resolution, widths=list(train_cfg.student.widths),
-                     steps=train_cfg.train.num_steps,
+                     resolution=cfg.theorem.sgd_resolution,
+                     widths=list(train_cfg.student.mlp.widths), steps=train_cfg.train.num_steps,
                      **{f"sgd/{k}": row[k] for k in ("id/r2", "ood/r2")},
                      **{f"constructed/{k}": float(ours[k][r]) for k in ("id/r2", "ood/r2")}))
   return rows

@@ -46,7 +46,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     cfg.programs = grid.scaling_programs("random", (8, 16, 24, 32), range(2, 8), PAPER_FRACS)
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
-    cfg.overrides = {"num_seeds": 2, "student": {"width": 128, "depth": 4},
+    cfg.overrides = {"num_seeds": 2, "student": {"mlp": {"width": 128, "depth": 4}},
                      **grid.cpu_fitting_recipe()}
     few, more = (0.25, 0.5, 0.75), (0.25, 0.5, 0.75, 0.9)
     # M=8, K=2 holds out 9-27 of its 36 tasks, so its OOD mean rests on few tasks and its 2
@@ -56,8 +56,10 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
                     + grid.scaling_programs("random", (8,), (3,), few)
                     + grid.scaling_programs("random", (16,), (2,), few)
                     + grid.scaling_programs("random", (16,), (3,), more)
-                    + grid.scaling_programs("random", (16,), (3,), more, **{"student.width": 32})
-                    + grid.scaling_programs("random", (16,), (3,), more, **{"student.width": 64}))
+                    + grid.scaling_programs("random", (16,), (3,), more,
+                                            **{"student.mlp.width": 32})
+                    + grid.scaling_programs("random", (16,), (3,), more,
+                                            **{"student.mlp.width": 64}))
   elif preset == "tiny":
     cfg.base = "configs/hyperteacher.py:tiny"
     cfg.overrides = {"num_seeds": 2, "train": {"num_steps": 100}}

@@ -41,21 +41,21 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   if preset == "paper":
     cfg.base = "configs/hyperteacher.py:paper"
     cfg.overrides = {"num_seeds": 3, "task": task, "train": {"num_steps": 300_000}}
-    programs = grid.product({"encoding.name": ENCODINGS, "student.depth": (2, 4),
-                             "student.width": (128, 256, 512, 1024, 2048)})
+    programs = grid.product({"encoding.name": ENCODINGS, "student.mlp.depth": (2, 4),
+                             "student.mlp.width": (128, 256, 512, 1024, 2048)})
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 2, "task": task, **grid.cpu_fitting_recipe()}
     # Widths at depth 4 (three sizes: the trend), depth 2 at the widest (the depth comparison).
-    programs = tuple({"encoding.name": e, "student.depth": d, "student.width": w,
+    programs = tuple({"encoding.name": e, "student.mlp.depth": d, "student.mlp.width": w,
                       **({"num_seeds": 3} if (d, w) == (4, 128) else {})}
                      for e in ENCODINGS for d, w in ((4, 32), (4, 64), (4, 128), (2, 128)))
   elif preset == "tiny":
     cfg.base = "configs/hyperteacher.py:tiny"
     cfg.overrides = {"num_seeds": 1, "train": {"num_steps": 100},
                      "probe": {"num_tasks": 64}}
-    programs = grid.product({"encoding.name": ("identity", "few_shot"), "student.depth": (2,),
-                             "student.width": (16, 32)})
+    programs = grid.product({"encoding.name": ("identity", "few_shot"), "student.mlp.depth": (2,),
+                             "student.mlp.width": (16, 32)})
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
   cfg.programs = programs

@@ -50,7 +50,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     cfg.programs = tuple(
         program for width in (64, 128, 256)
         for program in grid.scaling_programs("random", (8,), (3,), (0.25, 0.5, 0.75, 0.9),
-                                              **{"student.width": width}))
+                                              **{"student.mlp.width": width}))
   elif preset == "tiny":
     cfg.base = "configs/preference.py:tiny"
     cfg.overrides = {"num_seeds": 1, "task": {"num_features": 5}, "train": {"num_steps": 100}}

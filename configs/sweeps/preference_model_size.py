@@ -55,7 +55,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     encodings, depths, widths = ("identity", "tokens"), (2,), (16, 32)
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-  cfg.programs = grid.product({"encoding.name": encodings, "student.depth": depths,
-                               "student.width": widths})
+  cfg.programs = grid.product({"encoding.name": encodings, "student.mlp.depth": depths,
+                               "student.mlp.width": widths})
   cfg.lock()
   return cfg

@@ -48,7 +48,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     cfg.overrides = {"num_seeds": 2, "encoding": {"name": "identity"},
                      "task": {"num_modules": 8, "max_hotness": 3, "num_features": 8,
                               "frac_ood": 0.25},
-                     "student": {"width": 256}, **grid.cpu_fitting_recipe()}
+                     "student": {"mlp": {"width": 256}}, **grid.cpu_fitting_recipe()}
     # pseudo_random_disconnected needs >= 28 held-out tasks at (8, 3): frac_ood 0.5, beside a
     # random baseline at 0.5 too.
     cfg.programs = grid.support_programs(8, 3, FRACS[:1], fracs_for={

@@ -57,7 +57,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 2, "task": {"support": "equal"},
-                     "student": {"width": 128, "depth": 4}, **grid.cpu_fitting_recipe()}
+                     "student": {"mlp": {"width": 128, "depth": 4}}, **grid.cpu_fitting_recipe()}
     cfg.programs = (_programs((6, 8, 10, 12), (3,), ("mlp",), (0.25, 0.5, 0.75))
                     + _programs((16,), (3,), ("mlp",), (0.5, 0.75, 0.9)))
   elif preset == "tiny":

@@ -44,7 +44,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     cfg.programs = grid.support_programs(16, 3, FRACS)
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
-    cfg.overrides = {"num_seeds": 2, "task": task, "student": {"width": 128, "depth": 4},
+    cfg.overrides = {"num_seeds": 2, "task": task, "student": {"mlp": {"width": 128, "depth": 4}},
                      **grid.cpu_fitting_recipe()}
     cfg.programs = grid.support_programs(16, 3, FRACS[:2])
   elif preset == "tiny":

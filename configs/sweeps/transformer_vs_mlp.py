@@ -47,33 +47,33 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
                      "train": {"num_steps": 300_000}}
     cfg.programs = (
         {"student.name": "transformer"},
-        {"student.name": "mlp", "student.width": 1024, "student.depth": 4},
-        {"student.name": "transformer", "student.num_layers": 2, "student.d_model": 128,
-         "student.ffw_dim": 512},
-        {"student.name": "mlp", "student.width": 357, "student.depth": 4},
+        {"student.name": "mlp", "student.mlp.width": 1024, "student.mlp.depth": 4},
+        {"student.name": "transformer", "student.transformer.num_layers": 2,
+         "student.transformer.d_model": 128, "student.transformer.ffw_dim": 512},
+        {"student.name": "mlp", "student.mlp.width": 357, "student.mlp.depth": 4},
     )
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 3, "task": {"num_modules": 8, "max_hotness": 3},
                      "sweep": {"frac_ood": (0.25, 0.5, 0.75)},
-                     "student": {"num_layers": 2, "num_heads": 4},
+                     "student": {"transformer": {"num_layers": 2, "num_heads": 4}},
                      "optim": {"learning_rate": 1e-2},
                      "train": {"chunk_size": 500, "log_every": 500, "checkpoint_every": 1000},
                      "evals": {"id": {"every": 1000}, "ood": {"every": 1000}}}
     transformer = {"student.name": "transformer", "train.num_steps": 3000}
-    mlp = {"student.name": "mlp", "student.depth": 4, "train.num_steps": 8000}
+    mlp = {"student.name": "mlp", "student.mlp.depth": 4, "train.num_steps": 8000}
     cfg.programs = (
-        {**transformer, "student.d_model": 32, "student.ffw_dim": 128},
-        {**mlp, "student.width": 86},
-        {**transformer, "student.d_model": 64, "student.ffw_dim": 256},
-        {**mlp, "student.width": 176},
+        {**transformer, "student.transformer.d_model": 32, "student.transformer.ffw_dim": 128},
+        {**mlp, "student.mlp.width": 86},
+        {**transformer, "student.transformer.d_model": 64, "student.transformer.ffw_dim": 256},
+        {**mlp, "student.mlp.width": 176},
     )
   elif preset == "tiny":
     cfg.base = "configs/hyperteacher.py:tiny"
     cfg.overrides = {"num_seeds": 1, "sweep": {"frac_ood": (0.25, 0.5)},
                      "train": {"num_steps": 100}}
     cfg.programs = ({"student.name": "transformer"},
-                    {"student.name": "mlp", "student.width": 124, "student.depth": 2})
+                    {"student.name": "mlp", "student.mlp.width": 124, "student.mlp.depth": 2})
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
   cfg.lock()

@@ -36,7 +36,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     widths, depths = (16, 32), (1, 2)
   else:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-  cfg.programs = tuple({"student.width": w, "student.depth": d}
+  cfg.programs = tuple({"student.mlp.width": w, "student.mlp.depth": d}
                        for w, d in itertools.product(widths, depths))
   cfg.lock()
   return cfg
