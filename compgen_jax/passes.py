@@ -154,10 +154,10 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
 
   The default is every evaluator that applies to the family, not only those training ran: a
   standalone pass is where the costlier ones (ood_hotness, r2_quantiles) are usually computed.
-  Each uses its settings from cfg.evals when it has an entry there, else its defaults; a
-  config.json from before `evals` existed is read through its old fields
-  (evaluators.evals_config), so the numbers match what training computed. With several steps it
-  (experiments/evaluate.py draws the OOD R^2 curve over checkpoints from them.)
+  Each uses its settings from cfg.evals when it has an entry there, else its defaults
+  (evaluators.evals_config), so the numbers match what training computed; a config.json without
+  `evals` is refused (open_workdir). With several steps, experiments/evaluate.py draws the OOD
+  R^2 curve over checkpoints from the rows.
   """
   wd = open_workdir(path)
   names = tuple(names or evaluators.applicable(wd.cfg))

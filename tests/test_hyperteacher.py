@@ -10,6 +10,7 @@ import pytest
 from compgen_jax import rng
 from compgen_jax.tasks import combinatorics, hyperteacher, latents
 from compgen_jax.types import ConfigError
+from tests.helpers import load_config
 
 
 def _cfg(**kw):
@@ -187,3 +188,22 @@ def test_bad_task_config_raises():
     hyperteacher.validate(_cfg(weights="binary"))
   with pytest.raises(ConfigError, match="task.num_samples"):
     hyperteacher.validate(_cfg(num_samples=1))
+
+
+@pytest.mark.parametrize("family, want", [
+    # shared/papers/scaling_compgen.md: M=16, K=3, a quarter held out; MLP 4x1024 (preference
+    # 2x1024); AdamW constant lr 3e-4, wd 3e-3 (preference 1e-4 / 1e-3); batch 128 tasks;
+    # 100k steps (preference 3M); 3 seeds.
+    ("hyperteacher", dict(M=16, K=3, frac=0.25, width=1024, depth=4, lr=3e-4, wd=3e-3,
+                          steps=100_000)),
+    ("preference", dict(M=16, K=3, frac=0.25, width=1024, depth=2, lr=1e-4, wd=1e-3,
+                        steps=3_000_000)),
+])
+def test_paper_presets_are_the_papers_setting(family, want):
+  cfg = load_config(family, "paper")
+  got = dict(M=cfg.task.num_modules, K=cfg.task.max_hotness, frac=cfg.task.frac_ood,
+             width=cfg.student.mlp.width, depth=cfg.student.mlp.depth,
+             lr=cfg.optim.learning_rate, wd=cfg.optim.weight_decay, steps=cfg.train.num_steps)
+  assert got == want
+  assert (cfg.num_seeds, cfg.train.batch_size, cfg.optim.schedule, cfg.student.name) == (
+      3, 128, "constant", "mlp")

@@ -35,18 +35,9 @@ def default_config() -> ml_collections.ConfigDict:
       skip_first=True))
 
 
-def settings(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """cfg.probe over the defaults (workdirs written before the section existed lack it)."""
-  out = default_config()
-  if not families.get(cfg.task.family).module_weights:
-    out.targets = ("z",)  # 'theta' is a teacher's per-module weights
-  out.update(dict(cfg.get("probe") or {}))
-  return out
-
-
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Checks of the probe settings before anything compiles; raises ConfigError."""
-  s = settings(cfg)
+  s = cfg.probe
   checks.numbers("probe.lambdas", s.lambdas, low=0, low_open=True)
   checks.integer("probe.num_tasks", s.num_tasks, low=4, multiple_of=2)
   checks.choices("probe.targets", s.targets, TARGETS, allow_empty=True)
@@ -103,7 +94,7 @@ def fit_and_score(x_fit_NxD, y_fit_NxK, evals: dict, lambdas_A) -> dict[str, jax
 def targets(state: RunState, batch, cfg: ml_collections.ConfigDict) -> dict[str, jax.Array]:
   """{target: [B, k]} for the configured targets."""
   out = {}
-  for name in settings(cfg).targets:
+  for name in cfg.probe.targets:
     if name == "z":
       out[name] = batch.z
     else:  # theta: the teacher's effective first-layer weights sum_m z~_m Theta_m
@@ -114,7 +105,7 @@ def targets(state: RunState, batch, cfg: ml_collections.ConfigDict) -> dict[str,
 
 
 def _draw(state, key, which: str, bits_T, cfg):
-  split, n = state.task["split"], int(settings(cfg).num_tasks)
+  split, n = state.task["split"], int(cfg.probe.num_tasks)
   idx_T, count = ((split.train_idx, split.n_train) if which == "id"
                   else (split.ood_idx, split.n_ood))
   batch = batches.draw_batch(state, key, idx_T, jnp.maximum(count, 1), n, bits_T, cfg)
@@ -149,7 +140,7 @@ def probe_run(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict
   """Probe R^2 of one run: {'<target>/<split>': [L, A]} (layers in stack order, A lambdas), each
   the mean R^2 over the target's columns."""
   data, names, sizes = probe_data(state, bits_T, cfg)
-  r2 = score_layers(*data, jnp.asarray(settings(cfg).lambdas, jnp.float32))
+  r2 = score_layers(*data, jnp.asarray(cfg.probe.lambdas, jnp.float32))
   has_ood = state.task["split"].n_ood > 0
   out = {}
   for split_name, r2_LxAxK in r2.items():
@@ -174,11 +165,11 @@ def rows(result: dict, names: tuple[str, ...], cfg: ml_collections.ConfigDict, s
   the best student layer (highest ID probe R^2; after the first if probe.skip_first) as
   '<target>/best_layer', '<target>/best/<split>_r2'."""
   result = {k: np.asarray(v) for k, v in result.items()}
-  skip = 2 if settings(cfg).skip_first and len(names) > 2 else 1  # names[0] is INPUT_LAYER
+  skip = 2 if cfg.probe.skip_first and len(names) > 2 else 1  # names[0] is INPUT_LAYER
   candidate = np.arange(len(names)) >= skip
   out = []
   for r, run in enumerate(grid):
-    for a, lam in enumerate(settings(cfg).lambdas):
+    for a, lam in enumerate(cfg.probe.lambdas):
       row = {"step": int(step), **run, "lambda": float(lam)}
       for key, value in result.items():
         target, split = key.split("/")

@@ -40,10 +40,9 @@ def base_config() -> ml_collections.ConfigDict:
 
 def resolved(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """The tree a run of `cfg` uses: every evaluator entry with its defaults filled in
-  (evaluators.evals_config) and the probe settings over their defaults (probes.settings), what
-  training and the passes read but config.json does not spell out."""
+  (evaluators.evals_config), what training and the passes read but config.json does not spell
+  out."""
   out = copy.deepcopy(cfg)
   with out.unlocked():
     out.evals = evaluators.evals_config(cfg)
-    out.probe = probes.settings(cfg)
   return out
