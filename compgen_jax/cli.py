@@ -160,7 +160,7 @@ def workdir_lock(distributed: bool):
 
 _PRINT_CONFIG = flags.DEFINE_bool(
     "print_config", False, "Print the resolved config tree of every config-file flag (--config, "
-    "with its overrides and, for training configs, the evaluator and probe defaults filled in) "
+    "with its overrides and, for training configs, the evaluator defaults filled in) "
     "as JSON and exit, writing nothing.")
 
 
