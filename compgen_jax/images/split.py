@@ -17,10 +17,12 @@ from compgen_jax.types import ConfigError
 STRATEGIES = ("random", "non_compositional")
 
 
-def attributes(geo: Geometry) -> np.ndarray:
-  """Every combination's (shape, colour) per slot [T, K, 2] (index order of scenes.decode)."""
+def attributes(geo: Geometry, idx: np.ndarray | None = None) -> np.ndarray:
+  """The (shape, colour) per slot [N, K, 2] of the combinations `idx` (default all T, in the
+  index order of scenes.decode). A split asks only for the ones it draws: the paper's scenes
+  have T = 36^4 = 1.7M combinations."""
   base = geo.num_shapes * geo.num_colours
-  idx = np.arange(geo.num_combos, dtype=np.int64)
+  idx = np.arange(geo.num_combos, dtype=np.int64) if idx is None else np.asarray(idx, np.int64)
   digits = np.stack([(idx // base ** k) % base for k in range(geo.num_slots)], axis=-1)
   return np.stack([digits // geo.num_colours, digits % geo.num_colours], axis=-1)
 
@@ -67,20 +69,19 @@ def host_split(seed_data: np.ndarray, coverage: float, strategy: str, geo: Geome
   """The split of one run, from its split-stream key data; ConfigError after max_retries draws
   that miss a concept."""
   rng = np.random.default_rng([int(v) for v in np.asarray(seed_data).ravel()])
-  attrs = attributes(geo)
   n = num_train(coverage, geo)
   allowed = np.ones(geo.num_combos, bool)
   excluded = None
   if strategy == "non_compositional":
     k, a = int(rng.integers(geo.num_slots)), int(rng.integers(2))
     excluded = (k, a, int(rng.integers((geo.num_shapes, geo.num_colours)[a])))
-    allowed = attrs[:, k, a] != excluded[2]
+    allowed = attributes(geo)[:, k, a] != excluded[2]
     n = min(n, int(allowed.sum()))
   need = required(geo, excluded)
   candidates = np.flatnonzero(allowed)
   for _ in range(max_retries):
     train = np.sort(rng.choice(candidates, n, replace=False))
-    if np.array_equal(covered(attrs[train], geo) & need, need):
+    if np.array_equal(covered(attributes(geo, train), geo) & need, need):
       break
   else:
     raise ConfigError("split.coverage", f"coverage {coverage} ({n} combinations): no draw in "
