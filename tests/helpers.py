@@ -50,6 +50,13 @@ def committed_copy(sweep_dir: str, dest: str) -> str:
   return dest
 
 
+def sweep_config_file(tmp_path_factory, text: str, name: str) -> str:
+  """A sweep config file holding `text`, in a fresh temporary folder: its path."""
+  path = tmp_path_factory.mktemp("configs") / f"{name}.py"
+  path.write_text(text)
+  return str(path)
+
+
 def run_sweep_binary(*args) -> subprocess.CompletedProcess:
   """experiments/sweep.py with `args`, from the repository root, output captured."""
   return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "sweep.py"), *args],

@@ -15,7 +15,7 @@ from compgen_jax.analysis import sweep_report
 from compgen_jax.images import report as images_report
 from compgen_jax.sweeps import estimate, spec
 from compgen_jax.types import ConfigError
-from tests.helpers import REPO, run_sweep_binary
+from tests.helpers import REPO, run_sweep_binary, sweep_config_file
 
 SWEEP_CONFIG = '''
 import ml_collections
@@ -35,9 +35,7 @@ def get_config(preset):
 
 @pytest.fixture(scope="module")
 def sweep_file(tmp_path_factory):
-  path = tmp_path_factory.mktemp("configs") / "images_sweep.py"
-  path.write_text(SWEEP_CONFIG)
-  return str(path)
+  return sweep_config_file(tmp_path_factory, SWEEP_CONFIG, "images_sweep")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.sweeps import launch, slurm, spec
 from compgen_jax.sweeps import program as program_lib
 from compgen_jax.types import ConfigError
-from tests.helpers import REPO, run_sweep_binary
+from tests.helpers import REPO, run_sweep_binary, sweep_config_file
 
 SWEEP_CONFIG = '''
 import ml_collections
@@ -42,9 +42,7 @@ def get_config(preset):
 
 @pytest.fixture(scope="module")
 def sweep_file(tmp_path_factory):
-  path = tmp_path_factory.mktemp("configs") / "test_sweep.py"
-  path.write_text(SWEEP_CONFIG)
-  return str(path)
+  return sweep_config_file(tmp_path_factory, SWEEP_CONFIG, "test_sweep")
 
 
 def _programs(index: dict) -> dict:
