@@ -7,7 +7,7 @@ import os
 import pytest
 
 from compgen_jax.sweeps import estimate, spec
-from tests.helpers import REPO, run_sweep_binary
+from tests.helpers import REPO, load_config, run_sweep_binary
 
 
 def test_estimate_times_each_program_and_writes_nothing(tmp_path, capsys):
@@ -38,3 +38,18 @@ def test_estimate_from_a_rates_file_skips_timing(tmp_path):
   for name, rate in rates.items():  # hours = steps / rate; 100 steps each
     assert float(rows[name][-2]) == pytest.approx(100 / rate / 3600, rel=1e-3)
   assert not os.path.exists(tmp_path / "s")
+
+
+def test_shape_key_ignores_only_the_students_a_config_does_not_train():
+  cfg = load_config("hyperteacher", "tiny")
+  key = estimate.shape_key(cfg)
+  with cfg.unlocked():
+    cfg.student.transformer.d_model *= 2
+    cfg.student.hypernetwork.hidden *= 2
+  assert estimate.shape_key(cfg) == key
+  cfg.student.mlp.width *= 2
+  assert estimate.shape_key(cfg) != key
+  cfg.student.name = "transformer"
+  transformer_key = estimate.shape_key(cfg)
+  cfg.student.transformer.d_model *= 2
+  assert estimate.shape_key(cfg) != transformer_key

@@ -69,9 +69,14 @@ def program_configs(spec: str, sweep_dir: str) -> list[tuple[str, ml_collections
 
 
 def shape_key(cfg: ml_collections.ConfigDict) -> str:
-  """The config without the NOT_SHAPE fields, as text: equal keys, equal step cost per run."""
+  """The config without the NOT_SHAPE fields and the subsections of the students it does not
+  train (the registry hands a student only its own), as text: equal keys, equal step cost per
+  run."""
+  unused = tuple(f"student.{name}." for name in cfg.student
+                 if name not in ("name", cfg.student.name))
   flat = spec_lib.flatten(cfg)
-  kept = {k: v for k, v in flat.items() if not any(k == n or k.startswith(n) for n in NOT_SHAPE)}
+  kept = {k: v for k, v in flat.items()
+          if not any(k == n or k.startswith(n) for n in NOT_SHAPE + unused)}
   return json.dumps(kept, sort_keys=True, default=str)
 
 
