@@ -63,9 +63,7 @@ def program_configs(spec: str, sweep_dir: str) -> list[tuple[str, ml_collections
   if sweep.binary != "train":
     raise ConfigError("estimate", f"--estimate times experiments/train.py programs; {spec} runs "
                       f"{spec_lib.BINARIES[sweep.binary].script}")
-  base = spec_lib.resolve_base(sweep.base)
-  return [(p.name, spec_lib.program_config(base, p.name, {**sweep.overrides, **p.overrides}))
-          for p in sweep.programs]
+  return [(p.name, p.config) for p in sweep.programs]
 
 
 def shape_key(cfg: ml_collections.ConfigDict) -> str:

@@ -73,6 +73,7 @@ class Program(NamedTuple):
   log: str  # stdout and stderr of every command run for it
   num_steps: int
   binary: str = "train"  # a key of BINARIES
+  config: ml_collections.ConfigDict | None = None  # as validated by spec.load (None: not loaded)
 
 
 class Sweep(NamedTuple):
@@ -268,7 +269,7 @@ def load(spec: str, sweep_dir: str) -> Sweep:
                f"--workdir={workdir}", *override_args(overrides))
     programs.append(Program(name, own, workdir, command,
                             os.path.join(sweep_dir, LOG_DIR, f"{name}.log"), cfg.train.num_steps,
-                            binary))
+                            binary, cfg))
   return Sweep(spec, str(raw["name"]), raw["base"], sweep_overrides, sweep_dir, tuple(programs),
                binary)
 
