@@ -87,3 +87,23 @@ def test_bad_inputs_are_clear_errors(workdirs, tmp_path):
     load.collect([str(tmp_path / "foreign")])
   with pytest.raises(ConfigError, match="lambda=3.0"):
     load.collect(workdirs, lam=3.0)
+
+
+def test_late_rise_is_the_training_metric_over_the_last_quarter_and_reaches_the_fit_line(
+    tmp_path):
+  from compgen_jax.analysis import aggregate
+  from compgen_jax.analysis import markdown as md
+  path = _fake_workdir(str(tmp_path / "a"), "identity", [0.9, 0.5], [0.95, 0.4])
+  # run r: train/r2 = (1 + r) * step / 1000 at steps 100..1000; train/loss logged once only.
+  metric_writer.append_rows(os.path.join(path, workdir_lib.METRICS_FILE), [
+      {"step": s, "run": r, **RUN, "train/r2": (1 + r) * s / 1000}
+      for s in range(100, 1001, 100) for r in (0, 1)] + [
+      {"step": 1000, "run": 0, **RUN, "train/loss": 0.1}])
+  rows = load.collect([path])
+  # last logged step 1000, the last at or before 750 is 700: (1 + r) * 0.3.
+  assert [r["late_rise/r2"] for r in rows] == pytest.approx([0.3, 0.6])
+  assert not any("late_rise/loss" in r for r in rows)
+  metric = aggregate.Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2")
+  line = md.fits_check(rows, metric, 0.9)
+  sd = np.std([0.3, 0.6], ddof=1)
+  assert "2 of 2 runs" in line and f"+0.450 ± {sd:.3f} over 2 runs" in line

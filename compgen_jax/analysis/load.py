@@ -16,6 +16,10 @@ CONFIG_FIELDS = ("task.family", "task.num_modules", "task.max_hotness", "task.su
                  "train.num_steps")
 EVAL_KEYS = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 DECODABILITY = "z/best/ood_r2"  # OOD probe R^2 of z at the student layer best by ID probe R^2
+# A run's training-batch metric train/<m> at its last logged step minus at the last logged step
+# <= LATE of it, as row key late_rise/<m>: still rising at the end means more steps would fit
+# the training tasks better (underfitting by steps, not by capacity).
+LATE = 0.75
 
 
 def config_values(cfg: dict) -> dict:
@@ -43,6 +47,20 @@ def _latest(rows: list[dict], step: int, run: int, key: str) -> dict | None:
   return found[-1] if found else None
 
 
+def late_rises(metric_rows: list[dict], run: int) -> dict:
+  """{late_rise/<m>: train/<m> at the last logged step - at the last logged step <= LATE of it}
+  of one run's training rows (nothing for a key logged at fewer than two steps)."""
+  out = {}
+  keys = {k for r in metric_rows if r.get("run") == run for k in r if k.startswith("train/")}
+  for key in sorted(keys):
+    by_step = {r["step"]: number(r[key]) for r in metric_rows if r.get("run") == run and key in r}
+    last = max(by_step)
+    early = [s for s in by_step if s <= LATE * last]
+    if early:
+      out["late_rise/" + key.removeprefix("train/")] = by_step[last] - by_step[max(early)]
+  return out
+
+
 def eval_rows(workdir: str) -> list[dict]:
   """Evaluation rows: the standalone eval.jsonl, then the in-training evaluations."""
   evals = metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE))
@@ -64,6 +82,7 @@ def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> l
     if not probe_rows:
       raise ConfigError("lambda", f"no probes with lambda={lam} in {workdir!r}")
   evals = eval_rows(workdir)
+  trained = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
   source = probe_rows or evals
   if not source:
     return []
@@ -76,6 +95,7 @@ def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> l
     row = {"workdir": workdir, **{k: base.get(k) for k in RUN_KEYS}, **config_values(cfg),
            "step": step}
     row.update({k: number(ev.get(k)) for k in EVAL_KEYS if k in ev})
+    row.update(late_rises(trained, row["run"]))
     row.update({k: (v if k.endswith("best_layer") else number(v)) for k, v in probe.items()
                 if k.startswith(f"{target}/")})
     if probe:

@@ -42,7 +42,9 @@ RULES = {
     "correlation": f"a strong correlation when the lower end of the 95% Fisher-z interval of "
                    f"Pearson r (and of the partial r given the swept sizes) is >= "
                    f"{CORRELATION_BAR} (else no)",
-    "fits": f"students fit their training tasks when their ID metric is >= {FITS_ID}",
+    "fits": f"students fit their training tasks when their ID metric is >= {FITS_ID} (beside "
+            f"it, the training-batch metric's change over the last quarter of the steps, mean "
+            f"± s.d. over runs: still rising means more steps would fit better)",
 }
 
 
