@@ -23,8 +23,9 @@ Presets:
     ID = 0.9 that the data-scaling sweep measured (about 50 of 92 tasks at M=8, 150 of 696 at
     M=16). Deviations from the paper, for 2 CPU cores: K = 3 only (at K = 2 the 4x128 student
     memorises: ID 0.95-0.99 with OOD <= 0.46 in the data-scaling sweep, so no target relative
-    to ID is reached), M <= 16, a 4x128 student, 8000 steps. Measured 43 min on 2 cores
-    (380-618 s per program, cores shared with pilots for the first three). The transformer is
+    to ID is reached), M <= 16, a 4x128 student, 8000 steps. Measured 19.8 min on 2 cores
+    (373-428 s per program, two at a time, each on one core; `make -k reproduce-cpu` of
+    2026-12-02; 43 min one at a time on the earlier sessions' slower machine). The transformer is
     left out (about 4x an MLP's cost per step on a CPU); transformer_vs_mlp.py:cpu compares the
     two.
   tiny: M in {5, 6} x K = 2 x {mlp, transformer}, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
