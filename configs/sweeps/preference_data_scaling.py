@@ -22,7 +22,9 @@ Presets:
     tasks 0.950 / 0.894 (0.758 / 0.604). Width 1024 (the paper's) costs about 5x a 2x256 step
     here. Deviations from the paper, for 2 CPU cores: one (M, K), F=8 features (32), widths <=
     256 (1024), 8000 steps (3M).
-    Measured 32 min on 2 cores (503-871 s per program, with probes).
+    Measured 21.5 min on 2 cores (420-872 s per program, with probes, two at a time, each
+    on one core; `make -k reproduce-cpu` of 2026-12-02; 32 min one at a time on the earlier
+    sessions' slower machine).
   tiny: F=5, M in {4, 5} x K = 2, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 
