@@ -20,8 +20,9 @@ Presets:
     accuracy 0.94 / 0.88). Deviations from the paper, for 2 CPU cores: one depth (the paper's
     {2, 4}: a second depth would double the sweep past its 40 min budget; depth is judged on the
     hyperteacher, results/cpu/model_size), two widths (the three-width trend is in
-    results/cpu/preference_data_scaling), F=8, M=8 (16), 8000 steps (3M). Measured 35 min on 2
-    cores (135-291 s per program, with probes).
+    results/cpu/preference_data_scaling), F=8, M=8 (16), 8000 steps (3M). Measured 17.3 min on 2
+    cores (124-320 s per program, with probes, two at a time, each on one core; `make -k
+    reproduce-cpu` of 2026-12-02; 35 min one at a time on the earlier sessions' slower machine).
   tiny: identity and tokens x depth 2 x width {16, 32}, 1 seed, 100 steps.
 """
 
