@@ -31,9 +31,8 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) workdirs
 
-# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 5 h 21 min summed over sweeps timed
-# on the earlier sessions' 2-core machine, about 2 h 35 min estimated on the faster one of
-# 2026-12-02: results/cpu/README.md): each
+# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 2 h 43 min in one timed run on the
+# 2-core machine of 2026-12-02, results/cpu/README.md): each
 # sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
 # and last the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
 # `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists

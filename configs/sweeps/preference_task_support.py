@@ -21,7 +21,8 @@ Presets:
     runs), MLP 2x256 with the preference data-scaling sweep's piloted recipe (8000 steps at lr
     1e-2, warmup + cosine; ID / OOD per-action accuracy 0.94 / 0.88 at random support there).
     Deviations from the paper, for 2 CPU cores: F=8, M=8 (16), width 256 (1024), 8000 steps
-    (3M). Measured 34 min on 2 cores (201-431 s per program).
+    (3M). Measured 19.0 min on 2 cores (two at a time, each on one
+    core; `make -k reproduce-cpu` of 2026-12-02; 34 min one at a time on the earlier machine).
   tiny: F=6, M=6, K=2, frac_ood 0.25 where valid, 1 seed, 100 steps.
 """
 
