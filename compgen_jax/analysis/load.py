@@ -61,11 +61,11 @@ def late_rises(metric_rows: list[dict], run: int) -> dict:
   return out
 
 
-def eval_rows(workdir: str) -> list[dict]:
-  """Evaluation rows: the standalone eval.jsonl, then the in-training evaluations."""
+def eval_rows(workdir: str, metric_rows: list[dict]) -> list[dict]:
+  """Evaluation rows: the standalone eval.jsonl, then the in-training evaluations (of the
+  workdir's metrics.jsonl rows, read once by the caller)."""
   evals = metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE))
-  trained = [r for r in metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
-             if "ood/r2" in r or "ood/acc" in r]
+  trained = [r for r in metric_rows if "ood/r2" in r or "ood/acc" in r]
   return trained + evals  # later rows win in _latest
 
 
@@ -81,8 +81,8 @@ def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> l
     probe_rows = [r for r in probe_rows if math.isclose(float(r["lambda"]), lam, rel_tol=1e-6)]
     if not probe_rows:
       raise ConfigError("lambda", f"no probes with lambda={lam} in {workdir!r}")
-  evals = eval_rows(workdir)
   trained = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
+  evals = eval_rows(workdir, trained)
   source = probe_rows or evals
   if not source:
     return []

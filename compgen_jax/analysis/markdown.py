@@ -2,8 +2,6 @@
 
 import math
 
-import numpy as np
-
 from compgen_jax.analysis import aggregate
 
 
@@ -58,12 +56,11 @@ def fits_check(rows: list[dict], metric, bar: float) -> str:
   a rise says more steps would fit better."""
   ids = [v for v in aggregate.values(rows, metric.id_key) if not math.isnan(v)]
   detail = f"{sum(v >= bar for v in ids)} of {len(ids)} runs" if ids else "no ID metric in the rows"
-  rises = [v for v in aggregate.values(rows, metric.id_key.replace("id/", "late_rise/", 1))
-           if not math.isnan(v)]
-  if ids and rises:
-    mean, sd = float(np.mean(rises)), float(np.std(rises, ddof=1)) if len(rises) > 1 else 0.0
+  mean, sd, n = aggregate.summarize(
+      aggregate.values(rows, metric.id_key.replace("id/", "late_rise/", 1)))
+  if ids and n:
     detail += (f"; its change on the training batches over the last quarter of the steps: "
-               f"{mean:+.3f}" + (f" ± {sd:.3f}" if sd else "") + f" over {len(rises)} runs")
+               f"{mean:+.3f}" + (f" ± {sd:.3f}" if sd else "") + f" over {n} runs")
   return check(f"students fit their training tasks ({metric.label.replace('OOD', 'ID')} >= "
                f"{bar})", all(v >= bar for v in ids) if ids else None, detail)
 
