@@ -48,7 +48,8 @@ _LAUNCHER = flags.DEFINE_enum("launcher", "local", launch.LAUNCHERS, "local: sub
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "local: programs run at once, each on its own "
                                  "share of this process's cores (at most one program per core; "
                                  "on 2 cores 2 do 1.13x the work of 1 end to end: "
-                                 "benchmarks/core_sharing.py). With one GPU keep 1.",
+                                 "benchmarks/core_sharing.py), the longest first "
+                                 "(launch.longest_first). With one GPU keep 1.",
                                  lower_bound=1)
 _PROBE = flags.DEFINE_bool("probe", False, "After training, run experiments/probe.py on each "
                            "program (skipped when probes.jsonl has its final step).")

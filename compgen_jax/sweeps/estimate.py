@@ -90,6 +90,13 @@ def param_count(cfg: ml_collections.ConfigDict) -> int:
   return loop.count_params(state.params)
 
 
+def work(cfg: ml_collections.ConfigDict) -> int:
+  """A program's training cost up to a factor shared by programs of one `family`: runs x steps x
+  student parameters (a step's matmuls grow with the parameters; the task's data draw, which does
+  not, makes this overstate the gaps between sizes, never reverse their order)."""
+  return len(runs.run_grid(cfg)) * cfg.train.num_steps * param_count(cfg)
+
+
 def device() -> str:
   """The device that timings run on, in words."""
   d = jax.devices()[0]

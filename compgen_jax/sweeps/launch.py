@@ -9,8 +9,8 @@ from concurrent import futures
 
 from compgen_jax import checks
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.sweeps import estimate, slurm
 from compgen_jax.sweeps import program as program_lib
-from compgen_jax.sweeps import slurm
 from compgen_jax.sweeps import spec as spec_lib
 from compgen_jax.sweeps.index import Index
 from compgen_jax.sweeps.spec import Program, Sweep
@@ -42,6 +42,20 @@ def core_shares(parallel: int) -> list[tuple[int, ...]] | None:
     raise ConfigError("parallel", f"{parallel} programs at once need as many cores; this "
                       f"process may use {len(cores)}")
   return [tuple(cores[i::parallel]) for i in range(parallel)]
+
+
+def longest_first(programs: list[Program]) -> list[Program]:
+  """The programs in decreasing `estimate.work`, ties in config order, so that with several
+  running at once the longest do not start last and finish alone on one share of the cores
+  (longest processing time first). Config order unless every program trains one family
+  (task and student, estimate.family) with experiments/train.py: across families the work
+  proxy does not compare."""
+  if (len(programs) < 2 or any(p.binary != "train" or p.config is None for p in programs)
+      or len({estimate.family(p.config) for p in programs}) > 1):
+    return list(programs)
+  work = [estimate.work(p.config) for p in programs]
+  order = sorted(range(len(programs)), key=lambda i: -work[i])  # stable: ties keep config order
+  return [programs[i] for i in order]
 
 
 def run_local(to_run: list[Program], parallel: int, probe: bool, evaluate: bool,
@@ -94,7 +108,7 @@ def run_sweep(spec: str, sweep_dir: str, launcher: str = "local", parallel: int 
   index = Index(sweep, launcher, [p.name for p in to_run], echo,
                 parallel=parallel if launcher == "local" else None)
   if launcher == "local":
-    run_local(to_run, parallel, probe, evaluate, index)
+    run_local(longest_first(to_run) if parallel > 1 else to_run, parallel, probe, evaluate, index)
   elif to_run:
     slurm.run(sweep, to_run, launcher, slurm_options or slurm.Options(), probe, evaluate, index)
   failures = index.failures()
