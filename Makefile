@@ -43,7 +43,7 @@ CPU_RESULTS ?= results/cpu
 # (benchmarks/core_sharing.py); results/cpu/README.md says which committed sweeps ran this way
 CPU_PARALLEL ?= 2
 CPU_SWEEPS := data_scaling model_size scaling_law task_support transformer_vs_mlp \
-	preference_data_scaling preference_model_size preference_task_support
+	preference_data_scaling preference_model_size preference_task_support preference_steps
 PROBE_SWEEPS := data_scaling model_size preference_data_scaling preference_model_size
 
 .PHONY: reproduce-cpu claims-cpu

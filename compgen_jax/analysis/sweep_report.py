@@ -21,6 +21,7 @@ from compgen_jax.analysis import (
   sections_data,
   sections_layers,
   sections_model,
+  sections_steps,
   sections_students,
   verdicts,
 )
@@ -67,6 +68,8 @@ EXPERIMENTS = {
         ("Training tasks needed vs total tasks", sections_data.scaling_law),)),
     "transformer_vs_mlp": Experiment("Transformer vs MLP at matched parameter counts", (
         ("Transformer vs MLP", sections_students.transformer_vs_mlp),)),
+    "preference_steps": Experiment("Training steps (preference grid world)", (
+        ("Training steps", sections_steps.training_steps),)),
     "task_support": Experiment("Task support (hyperteacher)", (SUPPORT,)),
     "preference_task_support": Experiment("Task support (preference grid world)", (SUPPORT,)),
 }
