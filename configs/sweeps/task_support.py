@@ -16,10 +16,12 @@ Presets:
   paper: the authors' six strategies (sweeps/task-support_hyperteacher.yaml, frac_ood 0.25) plus
     connected / disconnected, at frac_ood {0.25, 0.5, 0.75} = 8 programs x 3 seeds (54 runs),
     MLP 4x1024, 300k steps. For GPUs.
-  cpu: the same 8 programs at frac_ood {0.25, 0.5} x 2 seeds (26 runs), the data-scaling
-    sweep's student recipe (MLP 4x128, 8000 steps at lr 1e-2, warmup + cosine), which fits its
-    training tasks there (ID R^2 0.93 at M=16, K=3). Deviations from the paper, for 2 CPU cores:
-    two held-out fractions (the paper's table: 0.25), a 4x128 student, 8000 steps (300k).
+  cpu: the same 8 programs at frac_ood {0.25, 0.5} x 3 seeds (39 runs; 3 so that comparisons
+    pair by seed, verdicts.MIN_PAIRED_SEEDS), the data-scaling sweep's student recipe (MLP
+    4x128, 8000 steps at lr 1e-2, warmup + cosine), which fits its training tasks there (ID R^2
+    0.93 at M=16, K=3). Deviations from the paper, for 2 CPU cores: two held-out fractions (the
+    paper's table: 0.25), a 4x128 student, 8000 steps (300k). Measured 21.3 min on 2 cores (two
+    programs at a time, each on one core, longest first; 2026-12-02).
   tiny: M=6, K=2 (the ring strategies need an even M > 4), frac_ood 0.25 where valid, 1 seed,
     100 steps.
 """
@@ -44,7 +46,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     cfg.programs = grid.support_programs(16, 3, FRACS)
   elif preset == "cpu":
     cfg.base = "configs/hyperteacher.py:quick"
-    cfg.overrides = {"num_seeds": 2, "task": task, "student": {"mlp": {"width": 128, "depth": 4}},
+    cfg.overrides = {"num_seeds": 3, "task": task, "student": {"mlp": {"width": 128, "depth": 4}},
                      **grid.cpu_fitting_recipe()}
     cfg.programs = grid.support_programs(16, 3, FRACS[:2])
   elif preset == "tiny":
