@@ -50,10 +50,10 @@ def verdict(label: str, word: str, detail: str = "") -> str:
   return f"- {label}: **{word}**" + (f" ({detail})" if detail else "")
 
 
-def fits_check(rows: list[dict], metric, bar: float) -> str:
+def fits_check(rows: list[dict], metric, bar: float, where: str = "") -> str:
   """How many runs fit their training tasks (ID >= bar): underfitting is not a gap. Beside it,
   how much the training-batch metric still rose over the last quarter of the steps (load.LATE):
-  a rise says more steps would fit better."""
+  a rise says more steps would fit better. `where` opens the line (e.g. 'at 32,000 steps, ')."""
   ids = [v for v in aggregate.values(rows, metric.id_key) if not math.isnan(v)]
   detail = f"{sum(v >= bar for v in ids)} of {len(ids)} runs" if ids else "no ID metric in the rows"
   mean, sd, n = aggregate.summarize(
@@ -61,7 +61,7 @@ def fits_check(rows: list[dict], metric, bar: float) -> str:
   if ids and n:
     detail += (f"; its change on the training batches over the last quarter of the steps: "
                f"{mean:+.3f}" + (f" ± {sd:.3f}" if sd else "") + f" over {n} runs")
-  return check(f"students fit their training tasks ({metric.label.replace('OOD', 'ID')} >= "
+  return check(f"{where}students fit their training tasks ({metric.label.replace('OOD', 'ID')} >= "
                f"{bar})", all(v >= bar for v in ids) if ids else None, detail)
 
 

@@ -23,6 +23,13 @@ EXTRAPOLATION = (f"steps to fit: where the seed-mean ID curve would reach {verdi
                  f"gained nothing)")
 
 
+def last_gain(steps: list, mean: list) -> float:
+  """The gain of `mean` per doubling of `steps` between the last two points (NaN with fewer)."""
+  if len(steps) < 2:
+    return math.nan
+  return (mean[-1] - mean[-2]) / math.log2(steps[-1] / steps[-2])
+
+
 def steps_to_fit(steps: list, mean: list) -> float:
   """The extrapolated schedule length at which `mean` (over increasing `steps`) reaches FITS_ID:
   the first measured point already at it, else from the last doubling's gain; inf when that
@@ -31,9 +38,9 @@ def steps_to_fit(steps: list, mean: list) -> float:
   for s, m in zip(steps, mean, strict=True):
     if m >= bar:
       return float(s)
-  if len(steps) < 2 or not all(math.isfinite(m) for m in mean[-2:]):
+  gain = last_gain(steps, mean)
+  if math.isnan(gain):
     return math.nan
-  gain = (mean[-1] - mean[-2]) / math.log2(steps[-1] / steps[-2])
   return math.inf if gain <= 0 else float(steps[-1] * 2 ** ((bar - mean[-1]) / gain))
 
 
@@ -60,18 +67,15 @@ def training_steps(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                   for k, c in curves.items()}
            for name, key, curves in (("ID", metric.id_key, ids), ("OOD", metric.key, ood))}
     at_longest = [r for r in rows if r.get(STEPS) == longest]
-    parts.append(md.fits_check(at_longest, metric, verdicts.FITS_ID)
-                 .replace("students fit", f"at {longest:,} steps, students fit", 1))
+    parts.append(md.fits_check(at_longest, metric, verdicts.FITS_ID, f"at {longest:,} steps, "))
     for name, label in (("ID", metric.label.replace("OOD", "ID")), ("OOD", metric.label)):
       oks = [j.ok for j in ups[name].values()]
       parts.append(md.verdict(f"{label} rises with the training steps at every (M, K, n_train)",
                               verdicts.overall(oks), verdicts.count(oks)))
     table = []
     for key, c in ids.items():
-      gain = ((c.mean[-1] - c.mean[-2]) / math.log2(c.x[-1] / c.x[-2]) if len(c.x) > 1
-              else math.nan)
       measured = [x for x, m in zip(c.x, c.mean, strict=True) if m >= verdicts.FITS_ID]
-      table.append([*key, " / ".join(f"{x:,}" for x in c.x), md.fmt(gain),
+      table.append([*key, " / ".join(f"{x:,}" for x in c.x), md.fmt(last_gain(c.x, c.mean)),
                     _count(steps_to_fit(c.x, c.mean), measured), ups["ID"][key].detail,
                     ups["OOD"][key].detail if key in ups["OOD"] else "-"])
     parts += ["", md.table(["M", "K", "n_train", "steps", "ID gain per doubling (last)",
