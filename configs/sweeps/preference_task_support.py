@@ -17,12 +17,12 @@ Presets:
     seeds (54 runs), MLP 2x1024, lr 1e-4, 3M steps. For GPUs.
   cpu: F=8, M=8, K=3, frac_ood 0.25 (69 of 92 tasks for the strategies that follow it; the
     paper's table is at 0.25) except pseudo_random_disconnected at 0.5 (its smallest cut holds
-    out 28 tasks, more than 0.25's 23), compared with random at 0.5 = 8 programs x 2 seeds (18
-    runs), MLP 2x256 with the preference data-scaling sweep's piloted recipe (8000 steps at lr
+    out 28 tasks, more than 0.25's 23), compared with random at 0.5 = 8 programs x 3 seeds (27
+    runs; 3 so that comparisons pair by seed, verdicts.MIN_PAIRED_SEEDS), MLP 2x256 with the preference data-scaling sweep's piloted recipe (8000 steps at lr
     1e-2, warmup + cosine; ID / OOD per-action accuracy 0.94 / 0.88 at random support there).
     Deviations from the paper, for 2 CPU cores: F=8, M=8 (16), width 256 (1024), 8000 steps
-    (3M). Measured 19.0 min on 2 cores (two at a time, each on one
-    core; `make -k reproduce-cpu` of 2026-12-02; 34 min one at a time on the earlier machine).
+    (3M). Measured 23.0 min on 2 cores (two at a time, each on one core, longest first;
+    2026-12-02; with 2 seeds 19.0 min in that day's timed `make -k reproduce-cpu`).
   tiny: F=6, M=6, K=2, frac_ood 0.25 where valid, 1 seed, 100 steps.
 """
 
@@ -46,7 +46,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     cfg.programs = grid.support_programs(16, 3, FRACS)
   elif preset == "cpu":
     cfg.base = "configs/preference.py:quick"
-    cfg.overrides = {"num_seeds": 2, "encoding": {"name": "identity"},
+    cfg.overrides = {"num_seeds": 3, "encoding": {"name": "identity"},
                      "task": {"num_modules": 8, "max_hotness": 3, "num_features": 8,
                               "frac_ood": 0.25},
                      "student": {"mlp": {"width": 256}}, **grid.cpu_fitting_recipe()}
