@@ -18,8 +18,9 @@ Presets:
   cpu: F=8, M=8, K=3, frac_ood 0.25 (69 of 92 tasks for the strategies that follow it; the
     paper's table is at 0.25) except pseudo_random_disconnected at 0.5 (its smallest cut holds
     out 28 tasks, more than 0.25's 23), compared with random at 0.5 = 8 programs x 3 seeds (27
-    runs; 3 so that comparisons pair by seed, verdicts.MIN_PAIRED_SEEDS), MLP 2x256 with the preference data-scaling sweep's piloted recipe (8000 steps at lr
-    1e-2, warmup + cosine; ID / OOD per-action accuracy 0.94 / 0.88 at random support there).
+    runs; 3 so that comparisons pair by seed, verdicts.MIN_PAIRED_SEEDS), MLP 2x256 with the
+    preference data-scaling sweep's piloted recipe (8000 steps at lr 1e-2, warmup + cosine; ID
+    / OOD per-action accuracy 0.94 / 0.88 at random support there).
     Deviations from the paper, for 2 CPU cores: F=8, M=8 (16), width 256 (1024), 8000 steps
     (3M). Measured 23.0 min on 2 cores (two at a time, each on one core, longest first;
     2026-12-02; with 2 seeds 19.0 min in that day's timed `make -k reproduce-cpu`).
