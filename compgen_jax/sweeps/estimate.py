@@ -92,8 +92,9 @@ def param_count(cfg: ml_collections.ConfigDict) -> int:
 
 def work(cfg: ml_collections.ConfigDict) -> int:
   """A program's training cost up to a factor shared by programs of one `family`: runs x steps x
-  student parameters (a step's matmuls grow with the parameters; the task's data draw, which does
-  not, makes this overstate the gaps between sizes, never reverse their order)."""
+  student parameters. A proxy: a step also draws its batch, at a cost that does not grow with
+  the parameters, so the order it gives is exact between programs of equal runs x steps and
+  approximate between others."""
   return len(runs.run_grid(cfg)) * cfg.train.num_steps * param_count(cfg)
 
 
