@@ -44,13 +44,14 @@ def steps_to_fit(steps: list, mean: list) -> float:
   return math.inf if gain <= 0 else float(steps[-1] * 2 ** ((bar - mean[-1]) / gain))
 
 
-def _count(steps: float, measured: list) -> str:
-  """The steps_to_fit cell: 'never', '-', an extrapolated count, or a measured schedule."""
+def _count(steps: float, schedules: list) -> str:
+  """The steps_to_fit cell: 'never', '-', an extrapolated count, or a measured schedule (one of
+  `schedules`: an extrapolation always lies past the last of them)."""
   if math.isnan(steps):
     return "-"
   if math.isinf(steps):
     return "never"
-  return f"{steps:,.0f}" + (" (measured)" if steps in measured else "")
+  return f"{steps:,.0f}" + (" (measured)" if steps in schedules else "")
 
 
 def training_steps(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
@@ -74,9 +75,8 @@ def training_steps(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                               verdicts.overall(oks), verdicts.count(oks)))
     table = []
     for key, c in ids.items():
-      measured = [x for x, m in zip(c.x, c.mean, strict=True) if m >= verdicts.FITS_ID]
       table.append([*key, " / ".join(f"{x:,}" for x in c.x), md.fmt(last_gain(c.x, c.mean)),
-                    _count(steps_to_fit(c.x, c.mean), measured), ups["ID"][key].detail,
+                    _count(steps_to_fit(c.x, c.mean), c.x), ups["ID"][key].detail,
                     ups["OOD"][key].detail if key in ups["OOD"] else "-"])
     parts += ["", md.table(["M", "K", "n_train", "steps", "ID gain per doubling (last)",
                             f"steps to ID >= {verdicts.FITS_ID}",
