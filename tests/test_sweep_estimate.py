@@ -1,13 +1,28 @@
 """experiments/sweep.py --estimate: each program's runs, steps, parameters and hours, timed or
-from a rates file, with nothing written."""
+from a rates file, with nothing written; and the launcher's longest-first order from the same
+cost proxy (estimate.work)."""
 
 import json
 import os
 
 import pytest
 
-from compgen_jax.sweeps import estimate, spec
-from tests.helpers import REPO, load_config, run_sweep_binary
+from compgen_jax.sweeps import estimate, launch, spec
+from tests.helpers import REPO, load_config, run_sweep_binary, sweep_config_file
+
+# Two tiny MLP programs of one family, widths 8 and 16 (launch.longest_first orders them).
+TWO_WIDTHS = """
+import ml_collections
+
+
+def get_config(preset):
+  cfg = ml_collections.ConfigDict()
+  cfg.name = "two_widths_" + preset
+  cfg.base = "configs/hyperteacher.py:tiny"
+  cfg.overrides = {"num_seeds": 1, "train": {"num_steps": 200}}
+  cfg.programs = ({"student.mlp.width": 8}, {"student.mlp.width": 16})
+  return cfg
+"""
 
 
 def test_estimate_times_each_program_and_writes_nothing(tmp_path, capsys):
@@ -53,3 +68,23 @@ def test_shape_key_ignores_only_the_students_a_config_does_not_train():
   transformer_key = estimate.shape_key(cfg)
   cfg.student.transformer.d_model *= 2
   assert estimate.shape_key(cfg) != transformer_key
+
+
+def test_longest_programs_start_first_and_only_within_one_family(tmp_path_factory, tmp_path):
+  path = sweep_config_file(tmp_path_factory, TWO_WIDTHS, "two_widths")
+  programs = list(spec.load(f"{path}:cpu", str(tmp_path)).programs)
+  width = lambda ps: [p.config.student.mlp.width for p in ps]
+  assert width(programs) == [8, 16]
+  assert width(launch.longest_first(programs)) == [16, 8]
+  assert width(launch.longest_first(programs[::-1])) == [16, 8]
+  # more steps outweigh a wider student: width 8 at 4x the steps has more run-steps x params
+  longer = programs[0].config.copy_and_resolve_references()
+  longer.train.num_steps *= 4
+  assert width(launch.longest_first([programs[1], programs[0]._replace(config=longer)])) == [8, 16]
+  # a transformer among MLPs: the proxy does not compare across students, config order stays
+  other = programs[0].config.copy_and_resolve_references()
+  other.student.name = "transformer"
+  mixed = [programs[0]._replace(config=other), programs[1]]
+  assert launch.longest_first(mixed) == mixed
+  unloaded = [programs[0]._replace(config=None), programs[1]]
+  assert launch.longest_first(unloaded) == unloaded

@@ -125,25 +125,6 @@ def test_dry_run_prints_commands_and_writes_nothing(sweep_file, tmp_path, capsys
   assert not os.path.exists(sweep_dir)
 
 
-def test_longest_programs_start_first_and_only_within_one_family(sweep_file, tmp_path):
-  programs = list(spec.load(f"{sweep_file}:two", str(tmp_path)).programs)
-  width = lambda ps: [p.config.student.mlp.width for p in ps]
-  assert width(programs) == [8, 16]
-  assert width(launch.longest_first(programs)) == [16, 8]
-  assert width(launch.longest_first(programs[::-1])) == [16, 8]
-  # more steps outweigh a wider student: width 8 at 4x the steps has more run-steps x params
-  longer = programs[0].config.copy_and_resolve_references()
-  longer.train.num_steps *= 4
-  assert width(launch.longest_first([programs[1], programs[0]._replace(config=longer)])) == [8, 16]
-  # a transformer among MLPs: the proxy does not compare across students, config order stays
-  other = programs[0].config.copy_and_resolve_references()
-  other.student.name = "transformer"
-  mixed = [programs[0]._replace(config=other), programs[1]]
-  assert launch.longest_first(mixed) == mixed
-  unloaded = [programs[0]._replace(config=None), programs[1]]
-  assert launch.longest_first(unloaded) == unloaded
-
-
 def test_local_run_makes_a_workdir_per_program_and_the_index(two_done, sweep_file):
   sweep_dir, result = two_done
   index = workdir_lib.read_index(sweep_dir)
