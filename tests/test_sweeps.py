@@ -176,6 +176,9 @@ def test_committed_rows_without_checkpoints_count_as_finished(two_done, sweep_fi
   assert not os.path.exists(os.path.join(sweep_dir, "width-8", "checkpoints"))
   assert metric_writer.read_rows(os.path.join(sweep_dir, "width-16", "metrics.jsonl")) == (
       metric_writer.read_rows(os.path.join(done_dir, "width-16", "metrics.jsonl")))
+  # The skipped program keeps the wall time its first run recorded, in another sweep dir.
+  recorded = _programs(workdir_lib.read_index(done_dir))["width-8"]["wall_s"]
+  assert _programs(workdir_lib.read_index(sweep_dir))["width-8"]["wall_s"] == recorded > 0
 
 
 def test_interrupted_program_resumes_to_the_uninterrupted_metrics(two_done, sweep_file, tmp_path):

@@ -11,6 +11,7 @@ without this launcher).
 
 import datetime
 import os
+import shlex
 import threading
 import time
 
@@ -28,14 +29,23 @@ def _relative(sweep_dir: str, path: str) -> str:
   return os.path.relpath(path, sweep_dir) if path else path
 
 
+def _invocation(command: str, sweep_dir: str) -> list[str]:
+  """A program's command line without its interpreter and with the sweep dir's paths made
+  relative to it: what stays the same when the checkout or the sweep dir moves (a clone of
+  results/, a worktree)."""
+  prefix = sweep_dir.rstrip(os.sep) + os.sep
+  return [arg.replace(prefix, "") for arg in shlex.split(command)[1:]]
+
+
 def _now() -> str:
   return datetime.datetime.now().isoformat(timespec="seconds")
 
 
 def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
   """An index of every program of `sweep`, keeping what `previous` recorded of the same
-  command (its status, wall time, job id)."""
+  command (its status, wall time, job id), wherever either sweep dir lay (_invocation)."""
   old = {entry["name"]: entry for entry in previous.get("programs", [])}
+  old_dir = previous.get("sweep_dir", sweep.sweep_dir)
   entries = []
   for program in sweep.programs:
     entry = {"name": program.name, "overrides": program.overrides,
@@ -44,7 +54,8 @@ def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
              "status": "pending",
              "exit_code": None, "stage": None, "wall_s": None, "error": None, "job_id": None,
              "skipped": False}
-    if old.get(program.name, {}).get("command") == entry["command"]:
+    was = old.get(program.name, {}).get("command")
+    if was and _invocation(was, old_dir) == _invocation(entry["command"], sweep.sweep_dir):
       entry.update({k: old[program.name].get(k) for k in ("status", "exit_code", "stage",
                                                            "wall_s", "error", "job_id")})
     entries.append(entry)
