@@ -17,17 +17,22 @@ Presets:
     {4, 5, 6} x {mlp (4x1024), transformer (4 layers, d_model 256)} = 60 programs, frac_ood from
     0.9 to 0.999999 (15 values; the 4-12 valid at each (M, K)) x 3 seeds (1464 runs),
     identity encoding, 300k steps. For GPUs.
-  cpu: M in {6, 8, 10, 12, 16} x K = 3 (T 41..696), MLP 4x128 only = 5 programs, frac_ood
-    {0.25, 0.5, 0.75} (and 0.9 instead of 0.25 at M=16) x 2 seeds (30 runs), the data-scaling
-    recipe (8000 steps at lr 1e-2, warmup + cosine). The fractions bracket the crossing of OOD /
-    ID = 0.9 that the data-scaling sweep measured (about 50 of 92 tasks at M=8, 150 of 696 at
-    M=16). Deviations from the paper, for 2 CPU cores: K = 3 only (at K = 2 the 4x128 student
-    memorises: ID 0.95-0.99 with OOD <= 0.46 in the data-scaling sweep, so no target relative
-    to ID is reached), M <= 16, a 4x128 student, 8000 steps. Measured 19.8 min on 2 cores
-    (373-428 s per program, two at a time, each on one core; `make -k reproduce-cpu` of
-    2026-12-02; 43 min one at a time on the earlier sessions' slower machine). The transformer is
-    left out (about 4x an MLP's cost per step on a CPU); transformer_vs_mlp.py:cpu compares the
-    two.
+  cpu: M in {6, 8, 10, 12, 16} x K = 3 (T 41..696) x {MLP 4x128 (54.5k-55.8k parameters),
+    transformer 2 layers d_model 48 ffw 192 (57.5k-58.0k)} = 10 programs x 2 seeds (60 runs).
+    The MLP at the data-scaling recipe (8000 steps at lr 1e-2, warmup + cosine), frac_ood
+    {0.25, 0.5, 0.75} (0.9 instead of 0.25 at M=16), bracketing the crossing of OOD / ID = 0.9
+    that the data-scaling sweep measured (about 50 of 92 tasks at M=8, 150 of 696 at M=16). The
+    transformer at transformer_vs_mlp's recipe (3000 steps at lr 1e-2), frac_ood {0.5, 0.75,
+    0.9}: it needs fewer tasks (a one-seed pilot: between 11 and 21 of 41 at M=6, 70 and 174 of
+    696 at M=16, ID >= 0.975; with the MLP's fractions it was above the target at its fewest
+    tasks at M=12). Deviations from the paper, for 2 CPU cores: K = 3 only (at K = 2 the 4x128
+    student memorises: ID 0.95-0.99 with OOD <= 0.46 in the data-scaling sweep, so no target
+    relative to ID is reached), M <= 16, students of 55k-58k parameters (the paper's 3.2M),
+    8000 / 3000 steps (300k). The MLP half measured 19.8 min on 2 cores (373-428 s per program,
+    two at a time, each on one core; `make -k reproduce-cpu` of 2026-12-02); the transformer
+    half 1090-1177 s per program, two at a time, on a later machine 2.6x slower (`make demo`
+    5 min 41 s vs 2 min 11 s): the whole sweep about 35 min at the first machine's speed (an
+    estimate; about 90 min on the slower one).
   tiny: M in {5, 6} x K = 2 x {mlp, transformer}, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 
@@ -40,10 +45,10 @@ PAPER_FRACS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.9975, 0.999, 0.9995, 0.99975, 0.9
                0.999975, 0.99999, 0.999995, 0.999999)
 
 
-def _programs(Ms, Ks, students, fracs) -> tuple[dict, ...]:
+def _programs(Ms, Ks, students, fracs, **extra) -> tuple[dict, ...]:
   return tuple(program for student in students
                for program in grid.scaling_programs("equal", Ms, Ks, fracs,
-                                                    **{"student.name": student}))
+                                                    **{"student.name": student}, **extra))
 
 
 def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
@@ -59,8 +64,15 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     cfg.base = "configs/hyperteacher.py:quick"
     cfg.overrides = {"num_seeds": 2, "task": {"support": "equal"},
                      "student": {"mlp": {"width": 128, "depth": 4}}, **grid.cpu_fitting_recipe()}
+    # The transformer at the parameter count of the MLP 4x128 (57.5k-58.0k vs 54.5k-55.8k over
+    # M 6..16) and at its recipe of transformer_vs_mlp.py:cpu (3000 steps at lr 1e-2); set per
+    # program so that the MLP programs' configs stay as they were.
+    transformer = {"student.transformer.d_model": 48, "student.transformer.ffw_dim": 192,
+                   "train.num_steps": 3000}
     cfg.programs = (_programs((6, 8, 10, 12), (3,), ("mlp",), (0.25, 0.5, 0.75))
-                    + _programs((16,), (3,), ("mlp",), (0.5, 0.75, 0.9)))
+                    + _programs((16,), (3,), ("mlp",), (0.5, 0.75, 0.9))
+                    + _programs((6, 8, 10, 12, 16), (3,), ("transformer",), (0.5, 0.75, 0.9),
+                                **transformer))
   elif preset == "tiny":
     cfg.base = "configs/hyperteacher.py:tiny"
     cfg.overrides = {"num_seeds": 1, "task": {"support": "equal"}, "train": {"num_steps": 100}}
