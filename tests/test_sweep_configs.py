@@ -15,9 +15,9 @@ from tests.helpers import REPO
 
 SWEEPS = sorted(os.path.splitext(os.path.basename(p))[0]
                 for p in glob.glob(os.path.join(REPO, "configs", "sweeps", "*.py")))
-PAPER_EXPERIMENTS = ("data_scaling", "model_size", "scaling_law", "task_support",
-                     "transformer_vs_mlp", "preference_data_scaling", "preference_model_size",
-                     "preference_task_support")
+PAPER_EXPERIMENTS = ("data_scaling", "model_size", "encoding_table", "scaling_law",
+                     "task_support", "transformer_vs_mlp", "preference_data_scaling",
+                     "preference_model_size", "preference_task_support")
 
 
 # ------------------------------------------------------------------------------------------
@@ -73,6 +73,10 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
   model = _paper("model_size", tmp_path)
   assert len(model.programs) == 6 * 2 * 5
   assert {p.overrides["encoding.name"] for p in model.programs} == set(paper.ENCODING_TABLE)
+  table = _paper("encoding_table", tmp_path)  # the paper's table at its own student
+  assert [p.overrides["encoding.name"] for p in table.programs] == list(paper.ENCODING_TABLE)
+  assert {p.num_steps for p in table.programs} == {300_000}
+  assert {k: table.overrides[k] for k in paper.TABLE_MODEL} == paper.TABLE_MODEL
   law = _paper("scaling_law", tmp_path)
   assert {(p.overrides["task.num_modules"], p.overrides["task.max_hotness"],
            p.overrides["student.name"]) for p in law.programs} == {

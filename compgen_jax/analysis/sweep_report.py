@@ -59,8 +59,9 @@ EXPERIMENTS = {
     "preference_data_scaling": Experiment("Data scaling (preference grid world)",
                                           (DATA, DECODABILITY)),
     "model_size": Experiment("Model size and task encodings (hyperteacher)", (
-        MODEL, ("Task encodings: the paper's table", sections_model.encoding_table),
-        DECODABILITY, LAYERS)),
+        MODEL, DECODABILITY, LAYERS)),
+    "encoding_table": Experiment("The paper's encoding table (hyperteacher)", (
+        ("Task encodings: the paper's table", sections_model.encoding_table),)),
     "preference_model_size": Experiment("Model size and task encodings (preference grid world)",
                                         (MODEL, DECODABILITY)),
     "width_depth_demo": Experiment("Width x depth (demo sweep)", (MODEL, DECODABILITY)),

@@ -1,5 +1,6 @@
 """Model size x task encoding (hyperteacher): OOD R^2 against MLP width and depth for each of the
-paper's six encodings, and (with --probe) the task- and input-decoder R^2 of its encoding table.
+paper's six encodings, and (with --probe) the task- and input-decoder R^2 of each run. The paper's
+encoding table itself is configs/sweeps/encoding_table.py, at a wider student.
 
   python experiments/sweep.py --config=configs/sweeps/model_size.py:cpu \
       --sweep_dir=results/cpu/model_size --probe
@@ -16,10 +17,10 @@ Presets:
   paper: the authors' grid (sweeps/scaling-model_hyperteacher.yaml): 6 encodings x depth {2, 4}
     x width {128, 256, 512, 1024, 2048} = 60 programs x 3 seeds (180 runs), 300k steps. GPUs.
   cpu: 6 encodings x (depth 4 x width {32, 64, 128} + depth 2 x width 128) = 24 programs x 2
-    seeds, 3 at the encoding table's 4x128 (54 runs; with 2 seeds the t-interval of a mean is
-    too wide to judge "OOD >= 0.9" even at s.d. 0.003), 8000 steps at lr 1e-2 (warmup +
-    cosine), the data-scaling sweep's student recipe (its pilot: 4x128 reaches ID 0.927 / OOD
-    0.912 with the identity encoding here).
+    seeds, 3 at 4x128 (54 runs; 4x128 was the encoding table's student until the tokens and
+    interval-shuffle students were found to underfit there: encoding_table.py), 8000 steps at
+    lr 1e-2 (warmup + cosine), the data-scaling sweep's student recipe (its pilot: 4x128
+    reaches ID 0.927 / OOD 0.912 with the identity encoding here).
     Deviations from the paper, for 2 CPU cores: widths up to 128 (the paper's 128..2048), 8000
     steps (300k).
   tiny: identity and few_shot x depth 2 x width {16, 32} = 4 programs, 1 seed, 100 steps.
