@@ -32,8 +32,8 @@ clean:
 	rm -rf $(VENV) workdirs
 
 # The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 2 h 43 min in one timed run on the
-# 2-core machine of 2026-12-02, about 4 h 05 min summed over its parts with the sweeps added
-# since, the scaling law's transformer half estimated from a slower machine,
+# 2-core machine of 2026-12-02, about 4 h 09 min summed over its parts, each measured, with the
+# sweeps added since,
 # results/cpu/README.md): each
 # sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
 # and last the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
