@@ -31,8 +31,8 @@ Presets:
     8000 / 3000 steps (300k). The MLP half measured 19.8 min on 2 cores (373-428 s per program,
     two at a time, each on one core; `make -k reproduce-cpu` of 2026-12-02); the transformer
     half 1090-1177 s per program, two at a time, on a later machine 2.6x slower (`make demo`
-    5 min 41 s vs 2 min 11 s): the whole sweep about 35 min at the first machine's speed (an
-    estimate; about 90 min on the slower one).
+    5 min 41 s vs 2 min 11 s). The whole sweep, rerun from scratch on a machine as fast as the
+    first (`make demo` 2 min 1 s): 38.8 min (transformer programs about 530 s each).
   tiny: M in {5, 6} x K = 2 x {mlp, transformer}, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 
