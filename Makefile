@@ -32,7 +32,7 @@ clean:
 	rm -rf $(VENV) workdirs
 
 # The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 2 h 43 min in one timed run on the
-# 2-core machine of 2026-12-02, about 4 h 09 min summed over its parts, each measured, with the
+# 2-core machine of 2026-12-02, about 4 h 40 min summed over its parts, each measured, with the
 # sweeps added since,
 # results/cpu/README.md): each
 # sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
@@ -44,9 +44,9 @@ CPU_RESULTS ?= results/cpu
 # 2 cores two programs on one core each do 1.13x the work of one on both end to end
 # (benchmarks/core_sharing.py); results/cpu/README.md says which committed sweeps ran this way
 CPU_PARALLEL ?= 2
-CPU_SWEEPS := data_scaling model_size encoding_table scaling_law task_support transformer_vs_mlp \
+CPU_SWEEPS := data_scaling model_size encoding_table encoding_width scaling_law task_support transformer_vs_mlp \
 	preference_data_scaling preference_model_size preference_task_support preference_steps
-PROBE_SWEEPS := data_scaling model_size encoding_table preference_data_scaling \
+PROBE_SWEEPS := data_scaling model_size encoding_table encoding_width preference_data_scaling \
 	preference_model_size
 
 .PHONY: reproduce-cpu claims-cpu

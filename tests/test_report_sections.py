@@ -222,6 +222,24 @@ def test_model_size_and_encoding_table(tmp_path):
   assert "MLP 4x128" in few["note"] and (tmp_path / "encoding_table.png").exists()
 
 
+def test_model_size_extrapolates_width_and_claims_only_swept_axes(tmp_path):
+  # encoding_width's shape: one depth. Seed means exactly 0.60 / 0.70 / 0.75 (seeds at +-0.002).
+  means = {"invertible": {128: 0.60, 256: 0.70, 512: 0.75},
+           "few_shot": {128: 0.40, 256: 0.50, 512: 0.49}}
+  rows = [{"encoding.name": enc, "student.mlp.depth": 4, "student.mlp.width": w, "seed": s,
+           "id/r2": 0.95, "ood/r2": m + (0.002 if s else -0.002)}
+          for enc, curve in means.items() for w, m in curve.items() for s in range(2)]
+  text, claims = sections_model.model_size(rows, R2, str(tmp_path))
+  # No depth is swept: a width claim alone, and no depth verdict line.
+  assert [c["claim"] for c in claims] == [
+      "OOD R^2 rises with the student's width, for every encoding"]
+  assert "rises with depth" not in text
+  # By hand: +0.05 per doubling from 0.75 at 512 reaches 0.9 three doublings later, at 4096; a
+  # last doubling that lost ground never gets there.
+  assert "| 0.050 | 4,096 |" in text.split("| invertible | depth 4 | width |")[1].splitlines()[0]
+  assert "| -0.010 | never |" in text.split("| few_shot | depth 4 | width |")[1].splitlines()[0]
+
+
 def _student_workdir(path: str, params: int, **overrides) -> str:
   """A planted workdir: its config and the params.json training writes."""
   workdir_lib.prepare(path, load_config("hyperteacher", "tiny", **overrides))

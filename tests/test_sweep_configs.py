@@ -15,9 +15,10 @@ from tests.helpers import REPO
 
 SWEEPS = sorted(os.path.splitext(os.path.basename(p))[0]
                 for p in glob.glob(os.path.join(REPO, "configs", "sweeps", "*.py")))
-PAPER_EXPERIMENTS = ("data_scaling", "model_size", "encoding_table", "scaling_law",
-                     "task_support", "transformer_vs_mlp", "preference_data_scaling",
-                     "preference_model_size", "preference_task_support")
+PAPER_EXPERIMENTS = ("data_scaling", "model_size", "encoding_table", "encoding_width",
+                     "scaling_law", "task_support", "transformer_vs_mlp",
+                     "preference_data_scaling", "preference_model_size",
+                     "preference_task_support")
 
 
 # ------------------------------------------------------------------------------------------
@@ -77,6 +78,20 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
   assert [p.overrides["encoding.name"] for p in table.programs] == list(paper.ENCODING_TABLE)
   assert {p.num_steps for p in table.programs} == {300_000}
   assert {k: table.overrides[k] for k in paper.TABLE_MODEL} == paper.TABLE_MODEL
+  # encoding_table's and encoding_width's paper programs are model_size's (the same configs),
+  # which results/cpu/README.md's estimate table relies on to count them once.
+  def configs(sweep):
+    base = spec.resolve_base(sweep.base)
+    out = []
+    for p in sweep.programs:
+      cfg = spec.program_config(base, "-", {**sweep.overrides, **p.overrides}).to_dict()
+      out.append({k: v for k, v in cfg.items() if k != "name"})
+    return out
+  in_model = configs(model)
+  width = _paper("encoding_width", tmp_path)
+  assert len(width.programs) == 2 * 5 and {p.num_steps for p in width.programs} == {300_000}
+  for sub in (table, width):
+    assert all(c in in_model for c in configs(sub))
   law = _paper("scaling_law", tmp_path)
   assert {(p.overrides["task.num_modules"], p.overrides["task.max_hotness"],
            p.overrides["student.name"]) for p in law.programs} == {

@@ -48,6 +48,26 @@ def _sort_key(key: tuple, first: dict) -> tuple:
                else (1, first[(i, v)]) for i, v in enumerate(key))
 
 
+def gain_per_doubling(x: list, mean: list) -> float:
+  """The gain of `mean` per doubling of `x` between the last two points (NaN with fewer)."""
+  if len(x) < 2:
+    return math.nan
+  return (mean[-1] - mean[-2]) / math.log2(x[-1] / x[-2])
+
+
+def reach_at_last_gain(x: list, mean: list, bar: float) -> float:
+  """Where `mean` (over increasing `x`: training steps, a width) reaches `bar`: the first measured
+  point already at it, else past the last point at the last doubling's gain (linear in log2 x;
+  an extrapolation); inf when that gain is not positive, NaN with fewer than two points."""
+  for xi, m in zip(x, mean, strict=True):
+    if m >= bar:
+      return float(xi)
+  gain = gain_per_doubling(x, mean)
+  if math.isnan(gain):
+    return math.nan
+  return math.inf if gain <= 0 else float(x[-1] * 2 ** ((bar - mean[-1]) / gain))
+
+
 class Crossing(NamedTuple):
   x: float  # where the curve first reaches the target (NaN: never)
   bound: bool  # True: already reached at the smallest x, so x is an upper bound

@@ -23,6 +23,16 @@ def mean_sd(mean: float, sd: float, digits: int = 3) -> str:
   return f"{mean:.{digits}f} ± {sd:.{digits}f}"
 
 
+def reach(x: float, measured: list) -> str:
+  """An aggregate.reach_at_last_gain cell: 'never', '-', or the value, '(measured)' when it is one
+  of the `measured` points (an extrapolation always lies past the last of them)."""
+  if math.isnan(x):
+    return "-"
+  if math.isinf(x):
+    return "never"
+  return f"{x:,.0f}" + (" (measured)" if x in measured else "")
+
+
 def table(header: list[str], rows: list[list]) -> str:
   """A GitHub markdown table; cells through fmt."""
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

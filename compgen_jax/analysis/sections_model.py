@@ -16,6 +16,10 @@ from compgen_jax.analysis.verdicts import n_seeds
 TASK_DECODER = load.DECODABILITY  # z at the best student layer (by ID probe R^2), OOD tasks
 INPUT_DECODER = "z/input/ood_r2"  # z from phi(z) itself
 GENERALIZES = 0.9  # an OOD R^2 (and a task decoder R^2) at least this large is called high
+WIDER = (f"width to {GENERALIZES}: the width at which the seed-mean OOD curve (over width, at one "
+         f"depth) would reach {GENERALIZES} if it kept the gain per doubling of width of its last "
+         f"two points (linear in log2 width; an extrapolation, not a measurement; 'never' when "
+         f"the last doubling gained nothing)")
 # Covariates a correlation is made partial on, where they vary: the swept sizes.
 SIZES = (("n_train", math.log, "log n_train"), ("student.mlp.width", math.log2, "log2 width"),
          ("student.mlp.depth", float, "depth"))
@@ -25,7 +29,8 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   """OOD performance against width (one panel per encoding, a line per depth)."""
   keys = ("encoding.name", "student.mlp.depth", "student.mlp.width")
   parts = [md.claim(paper.CLAIMS["model_size"]),
-           md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"], verdicts.RULES["fits"]),
+           md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"], verdicts.RULES["fits"],
+                    WIDER),
            ""]
   claims = []
   for metric in metrics:
@@ -41,13 +46,16 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         j = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
         if len(c.x) > 1:  # a depth swept at one width says nothing about width
           wider.append(j.ok)
-          table.append([enc, f"depth {depth}", "width", c.seeds, md.word(j.ok), j.detail])
+          table.append([enc, f"depth {depth}", "width", c.seeds, md.word(j.ok), j.detail,
+                        md.fmt(aggregate.gain_per_doubling(c.x, c.mean)),
+                        md.reach(aggregate.reach_at_last_gain(c.x, c.mean, GENERALIZES), c.x)])
     for enc, lines in by_width.items():
       for width, c in lines.items():
         j = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
         if len(c.x) > 1:
           deeper.append(j.ok)
-          table.append([enc, f"width {width}", "depth", c.seeds, md.word(j.ok), j.detail])
+          table.append([enc, f"width {width}", "depth", c.seeds, md.word(j.ok), j.detail, "-",
+                        "-"])
     seeds = min((c.seeds for lines in curves.values() for c in lines.values()), default=0)
     fname = f"model_size_{metric.slug}.png"
     fit_line = md.fits_check(rows, metric, verdicts.FITS_ID)
@@ -55,6 +63,8 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     parts.append(fit_line)
     for axis, oks, over in (("width", wider, "encoding and depth"),
                             ("depth", deeper, "encoding and width")):
+      if not oks:  # the sweep does not vary this axis: no claim about it
+        continue
       word = verdicts.overall(oks)
       parts.append(md.verdict(f"{metric.label} rises with {axis} at every {over}", word,
                               verdicts.count(oks)))
@@ -62,7 +72,8 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                                    f"every encoding", "rises", f"{verdicts.count(oks)} "
                                    f"({n_seeds(seeds)})", seeds, word, fname, note))
     parts += ["", md.table(["encoding", "at", "over", "seeds", "rises",
-                            "detail (95% intervals)"], table)]
+                            "detail (95% intervals)", "gain per doubling (last)",
+                            f"width to {GENERALIZES} (extrapolated)"], table)]
     panels = [(f"encoding: {enc}", [sections_data.series(f"depth {d}", c,
                                                          ids.get(enc, {}).get(d))
                                     for d, c in lines.items()])

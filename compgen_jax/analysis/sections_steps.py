@@ -4,7 +4,6 @@ verdicts.FITS_ID at the gain of the last doubling (an extrapolation, labelled as
 of the paper, which trains far longer than a CPU can (preference: 3M steps); it says how far the
 CPU points sit from fitting and which way more steps move them."""
 
-import math
 import os
 
 from compgen_jax.analysis import aggregate, figures, verdicts
@@ -23,35 +22,10 @@ EXTRAPOLATION = (f"steps to fit: where the seed-mean ID curve would reach {verdi
                  f"gained nothing)")
 
 
-def last_gain(steps: list, mean: list) -> float:
-  """The gain of `mean` per doubling of `steps` between the last two points (NaN with fewer)."""
-  if len(steps) < 2:
-    return math.nan
-  return (mean[-1] - mean[-2]) / math.log2(steps[-1] / steps[-2])
-
-
 def steps_to_fit(steps: list, mean: list) -> float:
-  """The extrapolated schedule length at which `mean` (over increasing `steps`) reaches FITS_ID:
-  the first measured point already at it, else from the last doubling's gain; inf when that
-  gain is not positive, NaN with fewer than two finite points."""
-  bar = verdicts.FITS_ID
-  for s, m in zip(steps, mean, strict=True):
-    if m >= bar:
-      return float(s)
-  gain = last_gain(steps, mean)
-  if math.isnan(gain):
-    return math.nan
-  return math.inf if gain <= 0 else float(steps[-1] * 2 ** ((bar - mean[-1]) / gain))
-
-
-def _count(steps: float, schedules: list) -> str:
-  """The steps_to_fit cell: 'never', '-', an extrapolated count, or a measured schedule (one of
-  `schedules`: an extrapolation always lies past the last of them)."""
-  if math.isnan(steps):
-    return "-"
-  if math.isinf(steps):
-    return "never"
-  return f"{steps:,.0f}" + (" (measured)" if steps in schedules else "")
+  """The schedule length at which `mean` (over increasing `steps`) reaches FITS_ID: measured, or
+  extrapolated at the last doubling's gain (aggregate.reach_at_last_gain)."""
+  return aggregate.reach_at_last_gain(steps, mean, verdicts.FITS_ID)
 
 
 def training_steps(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
@@ -75,8 +49,9 @@ def training_steps(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                               verdicts.overall(oks), verdicts.count(oks)))
     table = []
     for key, c in ids.items():
-      table.append([*key, " / ".join(f"{x:,}" for x in c.x), md.fmt(last_gain(c.x, c.mean)),
-                    _count(steps_to_fit(c.x, c.mean), c.x), ups["ID"][key].detail,
+      table.append([*key, " / ".join(f"{x:,}" for x in c.x),
+                    md.fmt(aggregate.gain_per_doubling(c.x, c.mean)),
+                    md.reach(steps_to_fit(c.x, c.mean), c.x), ups["ID"][key].detail,
                     ups["OOD"][key].detail if key in ups["OOD"] else "-"])
     parts += ["", md.table(["M", "K", "n_train", "steps", "ID gain per doubling (last)",
                             f"steps to ID >= {verdicts.FITS_ID}",

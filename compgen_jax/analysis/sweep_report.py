@@ -62,6 +62,9 @@ EXPERIMENTS = {
         MODEL, DECODABILITY, LAYERS)),
     "encoding_table": Experiment("The paper's encoding table (hyperteacher)", (
         ("Task encodings: the paper's table", sections_model.encoding_table),)),
+    "encoding_width": Experiment(
+        "Width toward the table model: the invertible NN and few-shot encodings (hyperteacher)",
+        (MODEL, DECODABILITY)),
     "preference_model_size": Experiment("Model size and task encodings (preference grid world)",
                                         (MODEL, DECODABILITY)),
     "width_depth_demo": Experiment("Width x depth (demo sweep)", (MODEL, DECODABILITY)),
