@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import sections_steps
 from compgen_jax.analysis.aggregate import Metric
 
@@ -31,6 +32,15 @@ def test_steps_to_fit_extrapolates_the_last_doubling():
   assert math.isnan(sections_steps.steps_to_fit([8000], [0.5]))
 
 
+def test_reach_cells():
+  assert md.reach(128000.0, [8000, 16000, 32000]) == "128,000"
+  assert md.reach(16000.0, [8000, 16000]) == "16,000 (measured)"
+  assert md.reach(math.inf, [8000]) == "never" and md.reach(math.nan, [8000]) == "-"
+  # +0.001 per doubling from 0.80: 100 doublings away, printed as a bound, not a number
+  far = sections_steps.steps_to_fit([8000, 16000], [0.799, 0.800])
+  assert md.reach(far, [8000, 16000]) == "> 16,384,000 (over 10 doublings)"
+
+
 def test_training_steps_section(tmp_path):
   rng = np.random.default_rng(7)
   rows = _steps_rows(rng, {8000: 0.70, 16000: 0.75, 32000: 0.80})
@@ -44,6 +54,9 @@ def test_training_steps_section(tmp_path):
   assert "(measured)" not in row
   extrapolated = float(row.split("|")[6].replace(",", ""))
   assert extrapolated == pytest.approx(128000, rel=0.15)  # the planted 0.05 per doubling
+  # OOD sits 0.1 below ID: 0.70 at 32000, +0.05 per doubling -> 0.9 four doublings on
+  assert float(row.split("|")[7].replace(",", "")) == pytest.approx(512000, rel=0.3)
+  assert "task decoder" not in text  # no probes in these rows
   assert (tmp_path / "steps_ood_acc_all.png").exists()
   text, _ = sections_steps.training_steps(_steps_rows(rng, {8000: 0.85, 16000: 0.93}), ACC,
                                           str(tmp_path))
@@ -56,3 +69,20 @@ def test_training_steps_section(tmp_path):
   text, _ = sections_steps.training_steps(_steps_rows(rng, {8000: 0.7, 16000: 0.8}, seeds=1),
                                           ACC, str(tmp_path))
   assert "**not judged**" in text and "one seed, no error bars" in text
+
+
+def test_training_steps_reports_the_task_decoder_when_probed(tmp_path):
+  rng = np.random.default_rng(3)
+  R2 = (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),)
+  rows = [{**r, "id/r2": r["id/acc_all"], "ood/r2": r["ood/acc_all"], "late_rise/r2": 0.01,
+           "z/best/ood_r2": d + rng.normal(0, 0.003), "z/input/ood_r2": 0.56}
+          for r, d in zip(_steps_rows(rng, {8000: 0.9, 16000: 0.93, 32000: 0.95}),
+                          (0.70, 0.70, 0.80, 0.80, 0.90, 0.90), strict=True)]
+  text, _ = sections_steps.training_steps(rows, R2, str(tmp_path))
+  assert "task decoder R^2 rises with the training steps at every (M, K, n_train): **shown**" \
+      in text
+  assert "| task decoder R^2 | input decoder R^2 | seeds |" in text
+  flat = [{**r, "z/best/ood_r2": 0.7 + rng.normal(0, 0.003)} for r in rows]
+  text, _ = sections_steps.training_steps(flat, R2, str(tmp_path))
+  assert "task decoder R^2 rises with the training steps at every (M, K, n_train): " \
+         "**not shown**" in text

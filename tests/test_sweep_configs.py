@@ -79,7 +79,8 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
   assert {p.num_steps for p in table.programs} == {300_000}
   assert {k: table.overrides[k] for k in paper.TABLE_MODEL} == paper.TABLE_MODEL
   # encoding_table's and encoding_width's paper programs are model_size's (the same configs),
-  # which results/cpu/README.md's estimate table relies on to count them once.
+  # and encoding_steps' longest is encoding_table's invertible one: results/cpu/README.md's
+  # estimate table counts each once.
   def configs(sweep):
     base = spec.resolve_base(sweep.base)
     out = []
@@ -92,6 +93,9 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
   assert len(width.programs) == 2 * 5 and {p.num_steps for p in width.programs} == {300_000}
   for sub in (table, width):
     assert all(c in in_model for c in configs(sub))
+  steps = configs(_paper("encoding_steps", tmp_path))  # its 300k program: the table's invertible
+  assert [c["train"]["num_steps"] for c in steps] == [75_000, 150_000, 300_000]
+  assert steps[-1] in configs(table) and steps[0] not in in_model
   law = _paper("scaling_law", tmp_path)
   assert {(p.overrides["task.num_modules"], p.overrides["task.max_hotness"],
            p.overrides["student.name"]) for p in law.programs} == {

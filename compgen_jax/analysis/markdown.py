@@ -23,13 +23,19 @@ def mean_sd(mean: float, sd: float, digits: int = 3) -> str:
   return f"{mean:.{digits}f} ± {sd:.{digits}f}"
 
 
+REACH_DOUBLINGS = 10  # an extrapolation further than this past the last point is not printed
+
+
 def reach(x: float, measured: list) -> str:
-  """An aggregate.reach_at_last_gain cell: 'never', '-', or the value, '(measured)' when it is one
-  of the `measured` points (an extrapolation always lies past the last of them)."""
+  """An aggregate.reach_at_last_gain cell: 'never', '-', the value ('(measured)' when it is one of
+  the `measured` points: an extrapolation always lies past the last of them), or a bound when
+  it lies more than REACH_DOUBLINGS doublings past the last point."""
   if math.isnan(x):
     return "-"
   if math.isinf(x):
     return "never"
+  if measured and x > measured[-1] * 2**REACH_DOUBLINGS:  # a near-flat gain: no number to read
+    return f"> {measured[-1] * 2**REACH_DOUBLINGS:,.0f} (over {REACH_DOUBLINGS} doublings)"
   return f"{x:,.0f}" + (" (measured)" if x in measured else "")
 
 

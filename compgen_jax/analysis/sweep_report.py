@@ -72,6 +72,8 @@ EXPERIMENTS = {
         ("Training tasks needed vs total tasks", sections_data.scaling_law),)),
     "transformer_vs_mlp": Experiment("Transformer vs MLP at matched parameter counts", (
         ("Transformer vs MLP", sections_students.transformer_vs_mlp),)),
+    "encoding_steps": Experiment("Training steps: the invertible-NN encoding (hyperteacher)", (
+        ("Training steps", sections_steps.training_steps),)),
     "preference_steps": Experiment("Training steps (preference grid world)", (
         ("Training steps", sections_steps.training_steps),)),
     "task_support": Experiment("Task support (hyperteacher)", (SUPPORT,)),
