@@ -107,6 +107,10 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
 
 
 def test_grid_helpers():
+  # The table setting, from the paper's (analysis/paper.py) and not restated in the configs.
+  assert grid.table_task() == {"num_modules": 16, "max_hotness": 3, "support": "random",
+                               "frac_ood": 0.25}
+  assert grid.table_task() is not grid.table_task()
   assert grid.product({"a": (1, 2), "b": ("x",)}) == ({"a": 1, "b": "x"}, {"a": 2, "b": "x"})
   # M=8, K=2: T=36, the connected minimum is 7 training tasks; 0.9 leaves 4.
   assert grid.valid_fracs("random", 8, 2, (0.5, 0.75, 0.9)) == (0.5, 0.75)

@@ -1,5 +1,6 @@
 """Helpers for sweep config files: products of program axes, the held-out fractions a support
-can use at a given (M, K), and the `cpu` presets' shared training recipe.
+can use at a given (M, K), the `cpu` presets' shared training recipe and the setting of the
+paper's encoding table.
 
 A held-out fraction that leaves too few training tasks is rejected by validation, and since
 `sweep.frac_ood` is vmapped inside a program, one bad value would reject the whole program: the
@@ -10,6 +11,7 @@ cannot be split and are left out here. Every kept value was checked to split for
 
 import itertools
 
+from compgen_jax.analysis import paper
 from compgen_jax.tasks import supports
 from compgen_jax.types import ConfigError
 
@@ -23,6 +25,14 @@ def cpu_fitting_recipe() -> dict:
           "train": {"num_steps": 8000, "chunk_size": 500, "log_every": 500,
                     "checkpoint_every": 2000},
           "evals": {"id": {"every": 2000}, "ood": {"every": 2000}}}
+
+
+def table_task() -> dict:
+  """The task overrides of the paper's encoding-table setting (paper.TABLE_SETTING: M=16, K=3,
+  frac_ood 0.25; random support), shared by the sweeps run there. A fresh dict each call."""
+  t = paper.TABLE_SETTING
+  return {"num_modules": t["task.num_modules"], "max_hotness": t["task.max_hotness"],
+          "support": "random", "frac_ood": t["frac_ood"]}
 
 
 def product(axes: dict) -> tuple[dict, ...]:

@@ -39,7 +39,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   """The named preset: paper, cpu or tiny."""
   cfg = ml_collections.ConfigDict()
   cfg.name = f"encoding_width_{preset}"
-  task = {"num_modules": 16, "max_hotness": 3, "support": "random", "frac_ood": 0.25}
+  task = grid.table_task()
   lr_for = {}
   if preset == "paper":
     cfg.base = "configs/hyperteacher.py:paper"

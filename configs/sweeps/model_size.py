@@ -38,7 +38,7 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   """The named preset: paper, cpu or tiny."""
   cfg = ml_collections.ConfigDict()
   cfg.name = f"model_size_{preset}"
-  task = {"num_modules": 16, "max_hotness": 3, "support": "random", "frac_ood": 0.25}
+  task = grid.table_task()
   if preset == "paper":
     cfg.base = "configs/hyperteacher.py:paper"
     cfg.overrides = {"num_seeds": 3, "task": task, "train": {"num_steps": 300_000}}
