@@ -47,10 +47,11 @@ CPU_PARALLEL ?= 2
 CPU_SWEEPS := data_scaling model_size encoding_table encoding_width scaling_law task_support \
 	transformer_vs_mlp preference_data_scaling preference_model_size preference_task_support \
 	preference_steps
-# Not in reproduce-cpu (it would take the measured sum past the 5 h budget; its report still
-# regenerates from the committed rows): `make reproduce-cpu-encoding_steps`, 24.3 min on 2 cores.
+# Not in reproduce-cpu (they would take the measured sum past the 5 h budget; their reports
+# still regenerate from the committed rows): `make reproduce-cpu-encoding_steps` (24.3 min on 2
+# cores) and `make reproduce-cpu-encoding_nonlinearity` (12.3 min).
 PROBE_SWEEPS := data_scaling model_size encoding_table encoding_width encoding_steps \
-	preference_data_scaling preference_model_size
+	encoding_nonlinearity preference_data_scaling preference_model_size
 
 .PHONY: reproduce-cpu claims-cpu
 # The sweeps through a sub-make (it inherits -k and -j), so the claims table is remade after

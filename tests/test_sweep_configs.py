@@ -79,8 +79,8 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
   assert {p.num_steps for p in table.programs} == {300_000}
   assert {k: table.overrides[k] for k in paper.TABLE_MODEL} == paper.TABLE_MODEL
   # encoding_table's and encoding_width's paper programs are model_size's (the same configs),
-  # and encoding_steps' longest is encoding_table's invertible one: results/cpu/README.md's
-  # estimate table counts each once.
+  # and encoding_steps' longest and encoding_nonlinearity's default scale are encoding_table's
+  # invertible one: results/cpu/README.md's estimate table counts each once.
   def configs(sweep):
     base = spec.resolve_base(sweep.base)
     out = []
@@ -96,6 +96,9 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
   steps = configs(_paper("encoding_steps", tmp_path))  # its 300k program: the table's invertible
   assert [c["train"]["num_steps"] for c in steps] == [75_000, 150_000, 300_000]
   assert steps[-1] in configs(table) and steps[0] not in in_model
+  scales = configs(_paper("encoding_nonlinearity", tmp_path))  # 1.05, the default: the table's
+  assert [c["encoding"]["inn_init_scale"] for c in scales] == [0.1, 0.9, 1.05, 1.5]
+  assert [c in configs(table) for c in scales] == [False, False, True, False]
   law = _paper("scaling_law", tmp_path)
   assert {(p.overrides["task.num_modules"], p.overrides["task.max_hotness"],
            p.overrides["student.name"]) for p in law.programs} == {

@@ -12,8 +12,8 @@ from compgen_jax.types import ConfigError
 
 RUN_KEYS = ("run", "seed", "frac_ood", "n_train", "n_ood", "learning_rate", "weight_decay")
 CONFIG_FIELDS = ("task.family", "task.num_modules", "task.max_hotness", "task.support",
-                 "encoding.name", "student.name", "student.mlp.width", "student.mlp.depth",
-                 "train.num_steps")
+                 "encoding.name", "encoding.inn_init_scale", "student.name",
+                 "student.mlp.width", "student.mlp.depth", "train.num_steps")
 EVAL_KEYS = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 DECODABILITY = "z/best/ood_r2"  # OOD probe R^2 of z at the student layer best by ID probe R^2
 # A run's training-batch metric train/<m> at its last logged step minus at the last logged step

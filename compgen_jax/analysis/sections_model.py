@@ -271,3 +271,51 @@ def seeds(rows: list[dict], metric: Metric) -> int:
   """The fewest seeds behind any setting (program and n_train)."""
   groups = aggregate.group(rows, ("program", "n_train"), metric.key)
   return min((g.n for g in groups), default=0)
+
+
+SCALE = "encoding.inn_init_scale"
+NONLINEARITY_QUESTION = (
+    "**Question (not a claim of the paper):** how much does the invertible-NN row depend on how "
+    "nonlinear the encoding is? The paper reports an input-decoder R^2 of 0.56 for it; ours is "
+    "calibrated to that by the scale of its coupling layers' initial weights "
+    "(`encoding.inn_init_scale`, docs/evaluation.md), while the reference code's scale, 0.1, "
+    "gives a nearly linear encoding. If the row's OOD R^2 falls as the input decoder falls, its "
+    "value at this scale rests on that calibration.\n")
+
+
+def encoding_nonlinearity(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
+  """OOD and ID against the invertible encoding's init scale, beside its input decoder (how
+  linearly z is read off phi(z)) and task decoder; the correlation of input-decoder R^2 with
+  OOD across runs."""
+  rows = [r for r in rows if r.get(SCALE) is not None]
+  metric = metrics[0]
+  if not rows:
+    return "", []
+  parts = [NONLINEARITY_QUESTION, md.rules(verdicts.RULES["seeds"], verdicts.RULES["fits"],
+                                           verdicts.RULES["correlation"]), ""]
+  parts.append(md.fits_check(rows, metric, verdicts.FITS_ID))
+  probed = [r for r in rows if INPUT_DECODER in r]
+  if probed:
+    c = verdicts.correlation(aggregate.values(probed, INPUT_DECODER),
+                             aggregate.values(probed, metric.key))
+    parts.append(md.judged(f"{metric.label} falls with the encoding's linear decodability "
+                           f"(strong positive Pearson r of input-decoder R^2 with "
+                           f"{metric.label} across runs)", verdicts.strong(c)))
+  body = [[*g.key, *(md.mean_sd(*aggregate.summarize(aggregate.values(g.rows, k))[:2])
+                     for k in (INPUT_DECODER, TASK_DECODER)), *md.cells(g.rows, metric), g.n]
+          for g in aggregate.group(rows, ("encoding.name", SCALE), metric.key)]
+  parts += ["", md.table(["encoding", "inn_init_scale", "input decoder R^2", "task decoder R^2",
+                          *md.cell_header(metric), "seeds"], body)]
+  curves = aggregate.curves_by(rows, metric.key, ("encoding.name",), SCALE)
+  ids = aggregate.curves_by(rows, metric.id_key, ("encoding.name",), SCALE)
+  seeds = min((c.seeds for c in curves.values()), default=0)
+  fname = f"nonlinearity_{metric.slug}.png"
+  path = figures.curves_png(
+      [(f"encoding: {k[0]}", [sections_data.series(f"{k[0]}", c, ids.get(k))])
+       for k, c in curves.items()], os.path.join(out_dir, fname),
+      "inn_init_scale (larger: less linearly decodable)", metric.label, xscale="linear",
+      chance=metric.chance, title=figures.caption(seeds))
+  parts.append(md.figure(os.path.basename(path), f"{metric.label} vs inn_init_scale",
+                         f"{metric.label} (solid) and ID (dashed) against the encoding's init "
+                         f"scale; {figures.caption(seeds)}."))
+  return "\n".join(parts), []

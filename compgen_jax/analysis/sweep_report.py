@@ -72,6 +72,9 @@ EXPERIMENTS = {
         ("Training tasks needed vs total tasks", sections_data.scaling_law),)),
     "transformer_vs_mlp": Experiment("Transformer vs MLP at matched parameter counts", (
         ("Transformer vs MLP", sections_students.transformer_vs_mlp),)),
+    "encoding_nonlinearity": Experiment(
+        "Encoding nonlinearity: the invertible NN's init scale (hyperteacher)",
+        (("Encoding nonlinearity", sections_model.encoding_nonlinearity),)),
     "encoding_steps": Experiment("Training steps: the invertible-NN encoding (hyperteacher)", (
         ("Training steps", sections_steps.training_steps),)),
     "preference_steps": Experiment("Training steps (preference grid world)", (
