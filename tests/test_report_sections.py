@@ -1,7 +1,8 @@
 """The sweep report's sections on hand-made rows whose right answer is known: data scaling, the
 scaling law's exponent interval, (partial) decodability, per-layer decodability, task support,
-model size and the encoding table, transformer vs MLP, and claims.json (rendered and
-regenerated). The rules themselves: tests/test_verdicts.py."""
+model size and the encoding table, the tasks-needed ordering, and claims.json (rendered and
+regenerated). Transformer vs MLP: tests/test_report_students.py; encoding nonlinearity:
+tests/test_report_encodings.py. The rules themselves: tests/test_verdicts.py."""
 
 import json
 import math
@@ -11,21 +12,18 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import (
   aggregate,
   sections_data,
+  sections_encodings,
   sections_layers,
   sections_model,
-  sections_students,
   sweep_report,
   verdicts,
 )
 from compgen_jax.analysis import sections_support as support
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.tasks import combinatorics
-from compgen_jax.types import DataError
-from tests.helpers import load_config
 
 R2 = (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),)
 
@@ -214,7 +212,7 @@ def test_model_size_and_encoding_table(tmp_path):
   text, claims = sections_model.model_size(rows, R2, str(tmp_path))
   assert [c["verdict"] for c in claims] == ["shown", "shown"]
   assert "| identity | depth 2 | width |" not in text
-  text, claims = sections_model.encoding_table(_model_rows(rng, 3), R2, str(tmp_path))
+  text, claims = sections_encodings.encoding_table(_model_rows(rng, 3), R2, str(tmp_path))
   few = _claim(claims, "few-shot")
   assert few["paper"] == "OOD 0.97, task decoder 0.90, input decoder -0.23"
   # OOD 0.5 + 0.1 * (2 + 2) = 0.9, the bar itself: not judged; task decoder 0.9 exactly: yes
@@ -240,37 +238,6 @@ def test_model_size_extrapolates_width_and_claims_only_swept_axes(tmp_path):
   assert "| -0.010 | never |" in text.split("| few_shot | depth 4 | width |")[1].splitlines()[0]
 
 
-def _student_workdir(path: str, params: int, **overrides) -> str:
-  """A planted workdir: its config and the params.json training writes."""
-  workdir_lib.prepare(path, load_config("hyperteacher", "tiny", **overrides))
-  with open(os.path.join(path, workdir_lib.PARAMS_FILE), "w") as f:
-    json.dump({"student": params}, f)
-  return path
-
-
-@pytest.mark.parametrize("seeds, gap, verdict", [(3, 0.2, "shown"), (3, 0.0, "not shown"),
-                                                 (1, 0.2, "not judged")])
-def test_transformer_vs_mlp(tmp_path, seeds, gap, verdict):
-  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), 17_000,
-                                 **{"student.name": "transformer"}),
-              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.mlp.width": 124})}
-  rng = np.random.default_rng(9)
-  rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",
-           "n_train": n, "seed": s, "id/r2": 1.0,
-           "ood/r2": 0.1 * np.log(n) + (gap if p == "tf" else 0.0) + rng.normal(0, 0.01)}
-          for p, wd in workdirs.items() for n in (4, 8, 16) for s in range(seeds)]
-  text, (claim, needed) = sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
-  assert claim["verdict"] == verdict, claim
-  assert "parameter counts matched" in text and "ID R^2 | OOD R^2 | ID - OOD" in text
-  # OOD <= 0.48 < 0.9 x ID everywhere: neither reaches the target, nothing to order
-  assert needed["verdict"] == "not judged" and "not reached" in needed["ours"]
-  assert "17,000 vs 17,100" in text
-  os.remove(os.path.join(workdirs["mlp"], workdir_lib.PARAMS_FILE))
-  sections_students.num_params.cache_clear()
-  with pytest.raises(DataError, match="params.json: missing"):
-    sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
-
-
 def test_fewer_tasks_needed():
   def c(*xs, bound=False):
     return [aggregate.Crossing(x, bound) for x in xs]
@@ -284,21 +251,6 @@ def test_fewer_tasks_needed():
   assert sections_data.fewer_needed(c(10, nan), c(nan, nan)).ok is None  # a mix
   assert sections_data.fewer_needed(c(10, 11), c(20, 20, bound=True)).ok is None
   assert sections_data.fewer_needed(c(10), c(40)).ok is None  # one seed
-
-
-def test_transformer_vs_mlp_tasks_needed(tmp_path):
-  workdirs = {"tf": _student_workdir(str(tmp_path / "tf"), 17_000,
-                                 **{"student.name": "transformer"}),
-              "mlp": _student_workdir(str(tmp_path / "mlp"), 17_100, **{"student.mlp.width": 124})}
-  rng = np.random.default_rng(11)
-  # OOD / ID crosses 0.9 near 11 tasks for the transformer and near 22 for the MLP
-  rows = [{"program": p, "workdir": wd, "student.name": "transformer" if p == "tf" else "mlp",
-           "n_train": n, "seed": s, "id/r2": 1.0,
-           "ood/r2": min(0.9 + 0.2 * math.log(n / (11 if p == "tf" else 22)), 0.98)
-           + rng.normal(0, 0.01)}
-          for p, wd in workdirs.items() for n in (4, 8, 16, 32, 64) for s in range(3)]
-  _, (_, needed) = sections_students.transformer_vs_mlp(rows, R2, str(tmp_path))
-  assert needed["verdict"] == "shown", needed
 
 
 def test_data_scaling_keeps_widths_apart(tmp_path):
@@ -316,23 +268,3 @@ def test_data_scaling_keeps_widths_apart(tmp_path):
   _, claims = sections_data.data_scaling(pooled, R2, str(tmp_path))
   assert not [c for c in claims if "width" in c["claim"]]
 
-
-def test_encoding_nonlinearity_section(tmp_path):
-  # OOD planted to follow the input decoder (0.999 -> 0.37 as the scale grows); then flat.
-  rng = np.random.default_rng(11)
-  inputs = {0.1: 0.999, 0.9: 0.71, 1.05: 0.57, 1.5: 0.37}
-  rows = [{"encoding.name": "invertible", "encoding.inn_init_scale": s, "seed": seed,
-           "id/r2": 0.95, "ood/r2": 0.5 + 0.4 * d + rng.normal(0, 0.005),
-           "z/input/ood_r2": d + rng.normal(0, 0.005), "z/best/ood_r2": 0.8}
-          for s, d in inputs.items() for seed in range(2)]
-  text, claims = sections_model.encoding_nonlinearity(rows, R2, str(tmp_path))
-  assert claims == []  # not a claim of the paper
-  assert "OOD R^2 falls with the encoding's linear decodability" in text
-  assert "across runs): **yes**" in text
-  assert "| invertible | 1.050 | 0.5" in text and (tmp_path / "nonlinearity_ood_r2.png").exists()
-  flat = [{**r, "ood/r2": 0.77 + rng.normal(0, 0.005)} for r in rows]
-  text, _ = sections_model.encoding_nonlinearity(flat, R2, str(tmp_path))
-  assert "across runs): **no**" in text
-  assert sections_model.encoding_nonlinearity(
-      [{k: v for k, v in r.items() if k != "encoding.inn_init_scale"} for r in rows],
-      R2, str(tmp_path)) == ("", [])

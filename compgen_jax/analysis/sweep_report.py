@@ -19,6 +19,7 @@ from compgen_jax.analysis import (
   load,
   paper,
   sections_data,
+  sections_encodings,
   sections_layers,
   sections_model,
   sections_steps,
@@ -61,7 +62,7 @@ EXPERIMENTS = {
     "model_size": Experiment("Model size and task encodings (hyperteacher)", (
         MODEL, DECODABILITY, LAYERS)),
     "encoding_table": Experiment("The paper's encoding table (hyperteacher)", (
-        ("Task encodings: the paper's table", sections_model.encoding_table),)),
+        ("Task encodings: the paper's table", sections_encodings.encoding_table),)),
     "encoding_width": Experiment(
         "Width toward the table model: the invertible NN and few-shot encodings (hyperteacher)",
         (MODEL, DECODABILITY)),
@@ -74,7 +75,7 @@ EXPERIMENTS = {
         ("Transformer vs MLP", sections_students.transformer_vs_mlp),)),
     "encoding_nonlinearity": Experiment(
         "Encoding nonlinearity: the invertible NN's init scale (hyperteacher)",
-        (("Encoding nonlinearity", sections_model.encoding_nonlinearity),)),
+        (("Encoding nonlinearity", sections_encodings.encoding_nonlinearity),)),
     "encoding_steps": Experiment("Training steps: the invertible-NN encoding (hyperteacher)", (
         ("Training steps", sections_steps.training_steps),)),
     "preference_steps": Experiment("Training steps (preference grid world)", (
