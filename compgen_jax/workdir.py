@@ -25,6 +25,9 @@ TENSORBOARD_DIR = "tensorboard"    # event files of the optional TensorBoard wri
 CURVES_FILE = "curves.png"         # learning curves drawn by the training binary
 EVAL_CURVE_FILE = "eval_ood_r2.png"  # OOD R^2 over checkpoints, drawn by the evaluate binary
 INDEX_FILE = "index.json"          # of a sweep dir: its programs and how they ran (sweeps/index)
+# A workdir's rows: what a report reads (analysis/load.py), results/cpu/.gitignore keeps and a
+# rerun is compared by (analysis/rerun.py); never checkpoints.
+ROW_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, PROBE_FILE, PARAMS_FILE)
 
 
 def config_dict(cfg: ml_collections.ConfigDict) -> dict:

@@ -10,6 +10,7 @@ import sys
 import time
 
 from compgen_jax import checkpointing
+from compgen_jax import workdir as workdir_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,8 +31,7 @@ def load_config(name: str, preset: str, **overrides):
 
 
 # What results/cpu/.gitignore keeps of a program workdir: the files a report reads.
-COMMITTED_WORKDIR_FILES = ("config.json", "metrics.jsonl", "eval.jsonl", "probes.jsonl",
-                           "params.json")
+COMMITTED_WORKDIR_FILES = workdir_lib.ROW_FILES
 
 
 def committed_copy(sweep_dir: str, dest: str) -> str:

@@ -1,0 +1,186 @@
+"""A rerun of a results dir against the committed one: does it give the committed numbers?
+
+Per experiment folder present in both, every run file of the committed side (what a report
+reads: compgen_jax/workdir.py's ROW_FILES, and any other
+*.jsonl, such as the theorem's rows) is compared with the rerun's file of the same relative
+path: the same bytes, else the largest absolute difference of any number in it (rows paired in
+order; a file whose rows, keys or strings do not pair is "different in structure"). Each claim
+of the two claims.json is paired by its text and its verdicts compared. Reports, figures and
+index.json (timestamps, paths) are not compared: reports regenerate from the rows.
+"""
+
+import json
+import math
+import os
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import claims as claims_lib
+from compgen_jax.analysis import load
+from compgen_jax.analysis import markdown as md
+from compgen_jax.analysis.sweep_report import CLAIMS_FILE
+from compgen_jax.types import ConfigError
+
+SKIPPED_DIRS = (workdir_lib.CHECKPOINT_DIR, workdir_lib.TENSORBOARD_DIR, "logs", "slurm")
+
+
+def run_files(experiment_dir: str) -> list[str]:
+  """Relative paths of the run files under an experiment folder, sorted."""
+  out = []
+  for root, dirs, names in os.walk(experiment_dir):
+    dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+    out += [os.path.relpath(os.path.join(root, n), experiment_dir) for n in names
+            if n in workdir_lib.ROW_FILES or n.endswith(".jsonl")]
+  return sorted(out)
+
+
+def _is_number(x) -> bool:
+  return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def largest_difference(a, b, key: str = "") -> tuple[float, str] | None:
+  """(max |a - b| over the numbers of two JSON values, the key path where it is), or None if
+  they do not pair: other keys, lengths, strings or types. NaN pairs with NaN (difference 0);
+  a number with NaN gives inf."""
+  if _is_number(a) and _is_number(b):
+    if math.isnan(a) or math.isnan(b):
+      return (0.0, key) if math.isnan(a) and math.isnan(b) else (math.inf, key)
+    return abs(float(a) - float(b)), key
+  if isinstance(a, dict) and isinstance(b, dict):
+    if set(a) != set(b):
+      return None
+    pairs = [(a[k], b[k], f"{key}.{k}" if key else str(k)) for k in sorted(a)]
+  elif isinstance(a, list) and isinstance(b, list):
+    if len(a) != len(b):
+      return None
+    pairs = [(x, y, f"{key}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=True))]
+  else:
+    return (0.0, key) if type(a) is type(b) and a == b else None
+  best = (0.0, key)
+  for x, y, k in pairs:
+    found = largest_difference(x, y, k)
+    if found is None:
+      return None
+    best = max(best, found, key=lambda t: t[0])
+  return best
+
+
+def _read(path: str):
+  if path.endswith(".jsonl"):
+    return metric_writer.read_rows(path)
+  with open(path) as f:
+    return json.load(f)
+
+
+def _leaf(key: str) -> str:
+  """'[3].ood/r2' -> 'ood/r2' (the row's own key)."""
+  return key.rpartition(".")[2]
+
+
+def headline(key: str) -> bool:
+  """A key whose number a report's verdicts read: an evaluation metric or a probe's R^2."""
+  leaf = _leaf(key)
+  return leaf in load.EVAL_KEYS or leaf.endswith("_r2")
+
+
+def compare_file(committed: str, rerun: str) -> dict:
+  """{status: identical | numbers | structure | missing, diff, key, headline_diff}."""
+  if not os.path.exists(rerun):
+    return {"status": "missing"}
+  with open(committed, "rb") as f, open(rerun, "rb") as g:
+    if f.read() == g.read():
+      return {"status": "identical", "diff": 0.0, "headline_diff": 0.0}
+  a, b = _read(committed), _read(rerun)
+  found = largest_difference(a, b)
+  if found is None:
+    return {"status": "structure"}
+  rows = zip(a, b, strict=True) if isinstance(a, list) else [(a, b)]
+  heads = [largest_difference(x[k], y[k], k) for x, y in rows if isinstance(x, dict)
+           for k in x if headline(k)]
+  return {"status": "numbers", "diff": found[0], "key": _leaf(found[1]),
+          "headline_diff": max((h[0] for h in heads), default=0.0)}
+
+
+def _claims(experiment_dir: str) -> dict:
+  path = os.path.join(experiment_dir, CLAIMS_FILE)
+  records = claims_lib.read_claims(path) if os.path.exists(path) else []
+  return {r["claim"]: r for r in records}
+
+
+def compare_experiment(committed: str, rerun: str) -> dict:
+  """One experiment folder's comparison: per-file results and the claims' verdicts."""
+  files = {rel: compare_file(os.path.join(committed, rel), os.path.join(rerun, rel))
+           for rel in run_files(committed)}
+  ours, theirs = _claims(committed), _claims(rerun)
+  verdicts = [{"claim": c, "committed": r["verdict"], "rerun": theirs[c]["verdict"],
+               "committed_ours": r["ours"], "rerun_ours": theirs[c]["ours"]}
+              for c, r in ours.items() if c in theirs]
+  return {"files": files, "verdicts": verdicts,
+          "claims_missing": sorted(set(ours) - set(theirs))}
+
+
+def compare(committed_dir: str, rerun_dir: str, experiments: list[str] | None = None) -> dict:
+  """{experiment: its comparison} for every experiment folder of committed_dir that rerun_dir
+  also has (or the named ones, each required in both); a ConfigError before any reading if a
+  dir or a named experiment is missing."""
+  for name, d in (("committed", committed_dir), ("rerun", rerun_dir)):
+    if not os.path.isdir(d):
+      raise ConfigError(name, f"{d!r} is not a directory")
+  present = sorted(e for e in os.listdir(committed_dir)
+                   if os.path.isdir(os.path.join(committed_dir, e)))
+  if experiments:
+    for e in experiments:
+      for name, d in (("committed", committed_dir), ("rerun", rerun_dir)):
+        if not os.path.isdir(os.path.join(d, e)):
+          raise ConfigError("experiments", f"{e!r}: no such folder in the {name} dir {d!r}")
+    present = list(experiments)
+  return {e: compare_experiment(os.path.join(committed_dir, e), os.path.join(rerun_dir, e))
+          for e in present if os.path.isdir(os.path.join(rerun_dir, e))}
+
+
+def _fmt(x: float) -> str:
+  return "0" if x == 0 else f"{x:.1e}"
+
+
+def summary(experiment: str, result: dict) -> dict:
+  """The table row of one experiment's comparison."""
+  files = result["files"].values()
+  count = {s: sum(f["status"] == s for f in files)
+           for s in ("identical", "numbers", "structure", "missing")}
+  numbers = [(f["diff"], rel, f["key"]) for rel, f in result["files"].items()
+             if f["status"] == "numbers"]
+  worst = max(numbers, default=None)
+  changed = [v for v in result["verdicts"] if v["committed"] != v["rerun"]]
+  return {
+      "experiment": experiment,
+      "files": len(result["files"]),
+      "identical": count["identical"],
+      "numbers": count["numbers"],
+      "unpaired": count["structure"] + count["missing"],
+      "largest": "-" if worst is None else f"{_fmt(worst[0])} ({worst[2]}, {worst[1]})",
+      "headline": _fmt(max((f.get("headline_diff", 0.0) for f in files), default=0.0)),
+      "verdicts": f"{len(result['verdicts']) - len(changed)} of {len(result['verdicts'])}",
+      "ok": not changed and not result["claims_missing"] and not count["structure"]
+            and not count["missing"],
+  }
+
+
+def render(results: dict) -> tuple[str, bool]:
+  """(markdown: a table of the experiments, then every changed verdict and unpaired file;
+  whether every verdict and file paired and every verdict is the same)."""
+  rows = [summary(e, r) for e, r in results.items()]
+  lines = [md.table(
+      ["experiment", "run files", "byte for byte", "numbers differ", "missing or unpaired",
+       "largest difference (key, file)", "largest R^2 / accuracy difference",
+       "same verdict"],
+      [[r["experiment"], r["files"], r["identical"], r["numbers"], r["unpaired"], r["largest"],
+        r["headline"], r["verdicts"]] for r in rows])]
+  for e, r in results.items():
+    for v in r["verdicts"]:
+      if v["committed"] != v["rerun"]:
+        lines.append(f"- {e}: \"{v['claim']}\": committed {v['committed']} ({v['committed_ours']})"
+                     f", rerun {v['rerun']} ({v['rerun_ours']})")
+    lines += [f"- {e}: claim missing in the rerun: \"{c}\"" for c in r["claims_missing"]]
+    lines += [f"- {e}/{rel}: {f['status']}" for rel, f in r["files"].items()
+              if f["status"] in ("structure", "missing")]
+  return "\n".join(lines) + "\n", all(r["ok"] for r in rows)
