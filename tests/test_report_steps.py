@@ -21,15 +21,15 @@ def _steps_rows(rng, id_by_steps: dict, ood_shift=-0.1, sd=0.005, seeds=2) -> li
           for steps, m in id_by_steps.items() for s in range(seeds)]
 
 
-def test_steps_to_fit_extrapolates_the_last_doubling():
+def test_steps_to_reach_extrapolates_the_last_doubling():
   # +0.05 per doubling from 0.80 at 32000: 0.9 two doublings later, at 128000 (by hand)
-  assert sections_steps.steps_to_fit([8000, 16000, 32000], [0.70, 0.75, 0.80]) == \
+  assert sections_steps.steps_to_reach([8000, 16000, 32000], [0.70, 0.75, 0.80]) == \
       pytest.approx(128000)
   # a 4x step counts as two doublings: +0.1 over 8000 -> 32000 is +0.05 per doubling
-  assert sections_steps.steps_to_fit([8000, 32000], [0.70, 0.80]) == pytest.approx(128000)
-  assert sections_steps.steps_to_fit([8000, 16000], [0.85, 0.92]) == 16000  # measured, not fitted
-  assert sections_steps.steps_to_fit([8000, 16000], [0.80, 0.79]) == math.inf
-  assert math.isnan(sections_steps.steps_to_fit([8000], [0.5]))
+  assert sections_steps.steps_to_reach([8000, 32000], [0.70, 0.80]) == pytest.approx(128000)
+  assert sections_steps.steps_to_reach([8000, 16000], [0.85, 0.92]) == 16000  # measured, not fitted
+  assert sections_steps.steps_to_reach([8000, 16000], [0.80, 0.79]) == math.inf
+  assert math.isnan(sections_steps.steps_to_reach([8000], [0.5]))
 
 
 def test_reach_cells():
@@ -37,7 +37,7 @@ def test_reach_cells():
   assert md.reach(16000.0, [8000, 16000]) == "16,000 (measured)"
   assert md.reach(math.inf, [8000]) == "never" and md.reach(math.nan, [8000]) == "-"
   # +0.001 per doubling from 0.80: 100 doublings away, printed as a bound, not a number
-  far = sections_steps.steps_to_fit([8000, 16000], [0.799, 0.800])
+  far = sections_steps.steps_to_reach([8000, 16000], [0.799, 0.800])
   assert md.reach(far, [8000, 16000]) == "> 16,384,000 (over 10 doublings)"
 
 

@@ -25,9 +25,10 @@ PROBES = (("task decoder R^2", sections_model.TASK_DECODER),
           ("input decoder R^2", sections_model.INPUT_DECODER))
 
 
-def steps_to_fit(steps: list, mean: list) -> float:
-  """The schedule length at which `mean` (over increasing `steps`) reaches FITS_ID: measured, or
-  extrapolated at the last doubling's gain (aggregate.reach_at_last_gain)."""
+def steps_to_reach(steps: list, mean: list) -> float:
+  """The schedule length at which `mean` (ID or OOD, over increasing `steps`) reaches FITS_ID (the
+  fit bar, 0.9): measured, or extrapolated at the last doubling's gain
+  (aggregate.reach_at_last_gain)."""
   return aggregate.reach_at_last_gain(steps, mean, verdicts.FITS_ID)
 
 
@@ -54,8 +55,8 @@ def training_steps(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     for key, c in ids.items():
       table.append([*key, " / ".join(f"{x:,}" for x in c.x),
                     md.fmt(aggregate.gain_per_doubling(c.x, c.mean)),
-                    md.reach(steps_to_fit(c.x, c.mean), c.x),
-                    md.reach(steps_to_fit(ood[key].x, ood[key].mean), ood[key].x)
+                    md.reach(steps_to_reach(c.x, c.mean), c.x),
+                    md.reach(steps_to_reach(ood[key].x, ood[key].mean), ood[key].x)
                     if key in ood else "-", ups["ID"][key].detail,
                     ups["OOD"][key].detail if key in ups["OOD"] else "-"])
     parts += ["", md.table(["M", "K", "n_train", "steps", "ID gain per doubling (last)",
