@@ -7,8 +7,10 @@
 Compares every experiment folder the rerun dir has (e.g. a clone's results/cpu after `make -k
 reproduce-cpu` with its sweep folders emptied; compgen_jax/analysis/rerun.py says what is
 compared) and prints a table: files byte for byte, the largest difference of any number and of
-any R^2 / accuracy, verdicts the same; then each changed verdict and unpaired file. Exit status
-1 if a verdict changed or a committed file has no partner in the rerun.
+any R^2 / accuracy, verdicts the same, the report the same above its runs section; then each
+changed verdict and unpaired file. Exit status 1 if a verdict changed or a committed file has no
+partner in the rerun. A folder the clone kept as committed compares with itself: name the
+rerun experiments with --experiments.
 """
 
 import sys

@@ -29,7 +29,10 @@ def _write(root, rel, obj):
     path.write_text(json.dumps(obj))
 
 
-def _results(root, rows=ROWS, verdict="shown", probes=True):
+REPORT = "# Data scaling\n\n| n | OOD |\n| 10 | 0.91 |\n\n## Runs\n\n| prog_a | {wall} s |\n"
+
+
+def _results(root, rows=ROWS, verdict="shown", probes=True, wall=60.5, ood="0.91"):
   _write(root, "exp/prog_a/config.json", {"task": {"num_modules": 8}})
   _write(root, "exp/prog_a/metrics.jsonl", rows)
   if probes:
@@ -37,7 +40,8 @@ def _results(root, rows=ROWS, verdict="shown", probes=True):
   _write(root, "exp/prog_a/checkpoints/1000/x.json", {"not": "compared"})
   _write(root, "exp/logs/prog_a.jsonl", [{"not": "compared"}])
   _write(root, "exp/claims.json", [{**CLAIM, "verdict": verdict}])
-  _write(root, "theorem/theorem.jsonl", [{"kind": "error", "sup_error": 0.4}])
+  _write(root, "theorem/theorem.jsonl", [{"kind": "error", "sup_error": 0.4, "wall_s": wall}])
+  (root / "exp" / "REPORT.md").write_text(REPORT.format(wall=wall).replace("0.91", ood))
   return root
 
 
@@ -53,7 +57,8 @@ def test_largest_difference_pairs_numbers_and_refuses_what_does_not_pair():
 
 
 def test_an_identical_rerun_is_identical_file_by_file(tmp_path):
-  committed, again = _results(tmp_path / "c"), _results(tmp_path / "r")
+  # other wall times only: in theorem.jsonl's wall_s and in the report's runs section
+  committed, again = _results(tmp_path / "c"), _results(tmp_path / "r", wall=71.25)
   result = rerun.compare(str(committed), str(again))
   assert set(result) == {"exp", "theorem"}
   # config, metrics and probes of the program, and the theorem's rows; never checkpoints or logs
@@ -61,13 +66,14 @@ def test_an_identical_rerun_is_identical_file_by_file(tmp_path):
                                             "prog_a/probes.jsonl"]
   assert all(f["status"] == "identical" for r in result.values() for f in r["files"].values())
   text, ok = rerun.render(result)
-  assert ok and "| exp | 3 | 3 | 0 | 0 | - | 0 | 1 of 1 |" in text
+  assert ok and "| exp | 3 | 3 | 0 | 0 | - | 0 | 1 of 1 | same |" in text
+  assert "| theorem | 1 | 1 | 0 | 0 | - | 0 | 0 of 0 | - |" in text
 
 
 def test_planted_differences_are_measured_and_a_changed_verdict_fails(tmp_path):
   committed = _results(tmp_path / "c")
   moved = [dict(ROWS[0], **{"train/grad_norm": 1.5 + 0.25}), dict(ROWS[1], **{"ood/r2": 0.9})]
-  again = _results(tmp_path / "r", rows=moved, verdict="partial", probes=False)
+  again = _results(tmp_path / "r", rows=moved, verdict="partial", probes=False, ood="0.90")
   result = rerun.compare(str(committed), str(again), ["exp"])
   metrics = result["exp"]["files"]["prog_a/metrics.jsonl"]
   assert metrics["status"] == "numbers" and metrics["key"] == "train/grad_norm"
@@ -77,7 +83,7 @@ def test_planted_differences_are_measured_and_a_changed_verdict_fails(tmp_path):
   text, ok = rerun.render(result)
   assert not ok
   assert "| exp | 3 | 1 | 1 | 1 | 2.5e-01 (train/grad_norm, prog_a/metrics.jsonl) | 1.0e-02 |" \
-      " 0 of 1 |" in text
+      " 0 of 1 | differs at line 4 |" in text
   assert '- exp: "OOD R^2 rises": committed shown (3 of 3 yes), rerun partial' in text
   assert "- exp/prog_a/probes.jsonl: missing" in text
 

@@ -4,9 +4,10 @@ Per experiment folder present in both, every run file of the committed side (wha
 reads: compgen_jax/workdir.py's ROW_FILES, and any other
 *.jsonl, such as the theorem's rows) is compared with the rerun's file of the same relative
 path: the same bytes, else the largest absolute difference of any number in it (rows paired in
-order; a file whose rows, keys or strings do not pair is "different in structure"). Each claim
-of the two claims.json is paired by its text and its verdicts compared. Reports, figures and
-index.json (timestamps, paths) are not compared: reports regenerate from the rows.
+order; a file whose rows, keys or strings do not pair is "different in structure"; TIMING_KEYS
+are left out). Each claim of the two claims.json is paired by its text and its verdicts
+compared, and a sweep's REPORT.md above its runs section (wall times) compared as text: every
+number and verdict in it. Figures and index.json (timestamps, paths) are not compared.
 """
 
 import json
@@ -18,9 +19,10 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import claims as claims_lib
 from compgen_jax.analysis import load
 from compgen_jax.analysis import markdown as md
-from compgen_jax.analysis.sweep_report import CLAIMS_FILE
+from compgen_jax.analysis.sweep_report import CLAIMS_FILE, REPORT_FILE, RUNS_HEADING
 from compgen_jax.types import ConfigError
 
+TIMING_KEYS = ("wall_s",)  # a row's seconds: never the same twice
 SKIPPED_DIRS = (workdir_lib.CHECKPOINT_DIR, workdir_lib.TENSORBOARD_DIR, "logs", "slurm")
 
 
@@ -65,11 +67,16 @@ def largest_difference(a, b, key: str = "") -> tuple[float, str] | None:
   return best
 
 
+def _untimed(value):
+  return ({k: _untimed(v) for k, v in value.items() if k not in TIMING_KEYS}
+          if isinstance(value, dict) else value)
+
+
 def _read(path: str):
   if path.endswith(".jsonl"):
-    return metric_writer.read_rows(path)
+    return [_untimed(r) for r in metric_writer.read_rows(path)]
   with open(path) as f:
-    return json.load(f)
+    return _untimed(json.load(f))
 
 
 def _leaf(key: str) -> str:
@@ -84,7 +91,8 @@ def headline(key: str) -> bool:
 
 
 def compare_file(committed: str, rerun: str) -> dict:
-  """{status: identical | numbers | structure | missing, diff, key, headline_diff}."""
+  """{status: identical (the same bytes or, but TIMING_KEYS, the same numbers) | numbers |
+  structure | missing, diff, key, headline_diff}."""
   if not os.path.exists(rerun):
     return {"status": "missing"}
   with open(committed, "rb") as f, open(rerun, "rb") as g:
@@ -94,6 +102,8 @@ def compare_file(committed: str, rerun: str) -> dict:
   found = largest_difference(a, b)
   if found is None:
     return {"status": "structure"}
+  if found[0] == 0:  # the same numbers in other bytes (TIMING_KEYS, number formatting)
+    return {"status": "identical", "diff": 0.0, "headline_diff": 0.0}
   rows = zip(a, b, strict=True) if isinstance(a, list) else [(a, b)]
   heads = [largest_difference(x[k], y[k], k) for x, y in rows if isinstance(x, dict)
            for k in x if headline(k)]
@@ -107,15 +117,39 @@ def _claims(experiment_dir: str) -> dict:
   return {r["claim"]: r for r in records}
 
 
+def _findings(experiment_dir: str) -> str | None:
+  """A sweep REPORT.md's text above its runs section (None without a REPORT.md)."""
+  path = os.path.join(experiment_dir, REPORT_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return f.read().partition("\n" + RUNS_HEADING + "\n")[0]
+
+
+def compare_report(committed: str, rerun: str) -> str:
+  """'same', 'differs at line N' (the first), 'missing' (in the rerun) or '-' (no report)."""
+  ours, theirs = _findings(committed), _findings(rerun)
+  if ours is None:
+    return "-"
+  if theirs is None:
+    return "missing"
+  if ours == theirs:
+    return "same"
+  a, b = ours.split("\n"), theirs.split("\n")
+  first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+               min(len(a), len(b)))
+  return f"differs at line {first + 1}"
+
+
 def compare_experiment(committed: str, rerun: str) -> dict:
-  """One experiment folder's comparison: per-file results and the claims' verdicts."""
+  """One experiment folder's comparison: per-file results, the report and the claims' verdicts."""
   files = {rel: compare_file(os.path.join(committed, rel), os.path.join(rerun, rel))
            for rel in run_files(committed)}
   ours, theirs = _claims(committed), _claims(rerun)
   verdicts = [{"claim": c, "committed": r["verdict"], "rerun": theirs[c]["verdict"],
                "committed_ours": r["ours"], "rerun_ours": theirs[c]["ours"]}
               for c, r in ours.items() if c in theirs]
-  return {"files": files, "verdicts": verdicts,
+  return {"files": files, "verdicts": verdicts, "report": compare_report(committed, rerun),
           "claims_missing": sorted(set(ours) - set(theirs))}
 
 
@@ -160,6 +194,7 @@ def summary(experiment: str, result: dict) -> dict:
       "largest": "-" if worst is None else f"{_fmt(worst[0])} ({worst[2]}, {worst[1]})",
       "headline": _fmt(max((f.get("headline_diff", 0.0) for f in files), default=0.0)),
       "verdicts": f"{len(result['verdicts']) - len(changed)} of {len(result['verdicts'])}",
+      "report": result["report"],
       "ok": not changed and not result["claims_missing"] and not count["structure"]
             and not count["missing"],
   }
@@ -172,9 +207,9 @@ def render(results: dict) -> tuple[str, bool]:
   lines = [md.table(
       ["experiment", "run files", "byte for byte", "numbers differ", "missing or unpaired",
        "largest difference (key, file)", "largest R^2 / accuracy difference",
-       "same verdict"],
+       "same verdict", "REPORT.md but its runs section"],
       [[r["experiment"], r["files"], r["identical"], r["numbers"], r["unpaired"], r["largest"],
-        r["headline"], r["verdicts"]] for r in rows])]
+        r["headline"], r["verdicts"], r["report"]] for r in rows])]
   for e, r in results.items():
     for v in r["verdicts"]:
       if v["committed"] != v["rerun"]:

@@ -42,6 +42,7 @@ METRICS = {
                     Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
 }
 CLAIMS_FILE = "claims.json"
+RUNS_HEADING = "## Runs"  # the last section: wall times and command lines, which differ per run
 
 
 class Experiment(NamedTuple):
@@ -217,7 +218,7 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
       claims += [{**c, "experiment": name} for c in found]
       if text:
         parts += [f"## {heading}", "", text, ""]
-  parts += ["## Runs", "", runs_section(index, rows, sweep_dir), ""]
+  parts += [RUNS_HEADING, "", runs_section(index, rows, sweep_dir), ""]
   write_claims(out_dir, claims)
   return "\n".join(parts)
 
