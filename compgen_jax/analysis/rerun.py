@@ -1,13 +1,13 @@
 """A rerun of a results dir against the committed one: does it give the committed numbers?
 
 Per experiment folder present in both, every run file of the committed side (what a report
-reads: compgen_jax/workdir.py's ROW_FILES, and any other
-*.jsonl, such as the theorem's rows) is compared with the rerun's file of the same relative
-path: the same bytes, else the largest absolute difference of any number in it (rows paired in
-order; a file whose rows, keys or strings do not pair is "different in structure"; TIMING_KEYS
-are left out). Each claim of the two claims.json is paired by its text and its verdicts
-compared, and a sweep's REPORT.md above its runs section (wall times) compared as text: every
-number and verdict in it. Figures and index.json (timestamps, paths) are not compared.
+reads: compgen_jax/workdir.py's ROW_FILES, and any other *.jsonl, such as the theorem's rows) is
+compared with the rerun's file of the same relative path: the same bytes, else the largest
+absolute difference of any number in it (rows paired in order; a file whose rows, keys or
+strings do not pair is "different in structure"; TIMING_KEYS are left out). Each claim of the
+two claims.json is paired by its text and its verdicts compared, and a sweep's REPORT.md above
+its runs section (wall times) compared as text: every number and verdict in it. Figures and
+index.json (timestamps, paths) are not compared.
 """
 
 import json
