@@ -258,9 +258,10 @@ def test_older_absolute_paths_are_found_after_a_move(tmp_path):
 
 
 def test_results_gitignore_keeps_what_a_report_reads():
-  # The files load.py reads (workdir.ROW_FILES, which tests.helpers.committed_copy keeps) ...
-  assert {workdir_lib.CONFIG_FILE, workdir_lib.METRICS_FILE, workdir_lib.EVAL_FILE,
-          workdir_lib.PROBE_FILE} <= set(helpers.COMMITTED_WORKDIR_FILES)
+  # The files load.py reads are the ones tests.helpers.committed_copy keeps ...
+  assert set(helpers.COMMITTED_WORKDIR_FILES) == {
+      workdir_lib.CONFIG_FILE, workdir_lib.METRICS_FILE, workdir_lib.EVAL_FILE,
+      workdir_lib.PROBE_FILE, workdir_lib.PARAMS_FILE}
 
   def ignored(path: str) -> bool:
     done = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)

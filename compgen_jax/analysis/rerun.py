@@ -13,6 +13,7 @@ index.json (timestamps, paths) are not compared.
 import json
 import math
 import os
+import re
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
@@ -40,14 +41,14 @@ def _is_number(x) -> bool:
   return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def largest_difference(a, b, key: str = "") -> tuple[float, str] | None:
-  """(max |a - b| over the numbers of two JSON values, the key path where it is), or None if
-  they do not pair: other keys, lengths, strings or types. NaN pairs with NaN (difference 0);
-  a number with NaN gives inf."""
+def differences(a, b, key: str = "") -> list[tuple[float, str]] | None:
+  """(|a - b|, key path) of every pair of numbers of two JSON values, or None if they do not
+  pair: other keys, lengths, strings or types. NaN pairs with NaN (difference 0); a number with
+  NaN gives inf."""
   if _is_number(a) and _is_number(b):
     if math.isnan(a) or math.isnan(b):
-      return (0.0, key) if math.isnan(a) and math.isnan(b) else (math.inf, key)
-    return abs(float(a) - float(b)), key
+      return [(0.0, key) if math.isnan(a) and math.isnan(b) else (math.inf, key)]
+    return [(abs(float(a) - float(b)), key)]
   if isinstance(a, dict) and isinstance(b, dict):
     if set(a) != set(b):
       return None
@@ -57,14 +58,25 @@ def largest_difference(a, b, key: str = "") -> tuple[float, str] | None:
       return None
     pairs = [(x, y, f"{key}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=True))]
   else:
-    return (0.0, key) if type(a) is type(b) and a == b else None
-  best = (0.0, key)
+    return [] if type(a) is type(b) and a == b else None
+  out = []
   for x, y, k in pairs:
-    found = largest_difference(x, y, k)
+    found = differences(x, y, k)
     if found is None:
       return None
-    best = max(best, found, key=lambda t: t[0])
-  return best
+    out += found
+  return out
+
+
+def _largest(found: list[tuple[float, str]], key: str = "") -> tuple[float, str]:
+  return max([(0.0, key), *found], key=lambda t: t[0])
+
+
+def largest_difference(a, b, key: str = "") -> tuple[float, str] | None:
+  """(max |a - b| over the numbers of two JSON values, the key path where it is), or None if
+  they do not pair (differences)."""
+  found = differences(a, b, key)
+  return None if found is None else _largest(found, key)
 
 
 def _untimed(value):
@@ -80,8 +92,8 @@ def _read(path: str):
 
 
 def _leaf(key: str) -> str:
-  """'[3].ood/r2' -> 'ood/r2' (the row's own key)."""
-  return key.rpartition(".")[2]
+  """'[3].ood/r2' or '[3].ood/r2[1]' -> 'ood/r2' (the row's own key)."""
+  return re.sub(r"(\[\d+\])+$", "", key).rpartition(".")[2]
 
 
 def headline(key: str) -> bool:
@@ -98,17 +110,14 @@ def compare_file(committed: str, rerun: str) -> dict:
   with open(committed, "rb") as f, open(rerun, "rb") as g:
     if f.read() == g.read():
       return {"status": "identical", "diff": 0.0, "headline_diff": 0.0}
-  a, b = _read(committed), _read(rerun)
-  found = largest_difference(a, b)
+  found = differences(_read(committed), _read(rerun))
   if found is None:
     return {"status": "structure"}
-  if found[0] == 0:  # the same numbers in other bytes (TIMING_KEYS, number formatting)
+  worst = _largest(found)
+  if worst[0] == 0:  # the same numbers in other bytes (TIMING_KEYS, number formatting)
     return {"status": "identical", "diff": 0.0, "headline_diff": 0.0}
-  rows = zip(a, b, strict=True) if isinstance(a, list) else [(a, b)]
-  heads = [largest_difference(x[k], y[k], k) for x, y in rows if isinstance(x, dict)
-           for k in x if headline(k)]
-  return {"status": "numbers", "diff": found[0], "key": _leaf(found[1]),
-          "headline_diff": max((h[0] for h in heads), default=0.0)}
+  return {"status": "numbers", "diff": worst[0], "key": _leaf(worst[1]),
+          "headline_diff": _largest([d for d in found if headline(d[1])])[0]}
 
 
 def _claims(experiment_dir: str) -> dict:
