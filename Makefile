@@ -31,10 +31,8 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) workdirs
 
-# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 2 h 43 min in one timed run on the
-# 2-core machine of 2026-12-02, about 4 h 40 min summed over its parts, each measured, with the
-# sweeps added since,
-# results/cpu/README.md): each
+# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 4 h 46 min, every program
+# trained again, on the 2-core machine E of 2026-12-03: results/cpu/README.md): each
 # sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
 # and last the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
 # `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists
