@@ -45,15 +45,15 @@ def _results(root, rows=ROWS, verdict="shown", probes=True, wall=60.5, ood="0.91
   return root
 
 
-def test_largest_difference_pairs_numbers_and_refuses_what_does_not_pair():
-  assert rerun.largest_difference({"a": [1, 2.5], "b": "x"}, {"a": [1, 2.0], "b": "x"}) == (
-      0.5, "a[1]")
-  assert rerun.largest_difference(math.nan, math.nan) == (0.0, "")
-  assert rerun.largest_difference({"r": 1.0}, {"r": math.nan}) == (math.inf, "r")
-  assert rerun.largest_difference({"a": 1}, {"b": 1}) is None          # other keys
-  assert rerun.largest_difference([1, 2], [1]) is None                 # other lengths
-  assert rerun.largest_difference({"s": "x"}, {"s": "y"}) is None      # other strings
-  assert rerun.largest_difference(True, 1) is None                     # a bool is not a number
+def test_differences_pair_numbers_and_refuse_what_does_not_pair():
+  assert rerun.differences({"a": [1, 2.5], "b": "x"}, {"a": [1, 2.0], "b": "x"}) == [
+      (0.0, "a[0]"), (0.5, "a[1]")]
+  assert rerun.differences(math.nan, math.nan) == [(0.0, "")]
+  assert rerun.differences({"r": 1.0}, {"r": math.nan}) == [(math.inf, "r")]
+  assert rerun.differences({"a": 1}, {"b": 1}) is None          # other keys
+  assert rerun.differences([1, 2], [1]) is None                 # other lengths
+  assert rerun.differences({"s": "x"}, {"s": "y"}) is None      # other strings
+  assert rerun.differences(True, 1) is None                     # a bool is not a number
 
 
 def test_an_identical_rerun_is_identical_file_by_file(tmp_path):
