@@ -132,3 +132,21 @@ def test_grid_helpers():
       p["task.support"] for p in grid.support_programs(8, 3, (0.25,))}
   with pytest.raises(ValueError, match="unknown strategies"):
     grid.support_programs(8, 3, (0.25,), fracs_for={"randm": (0.5,)})
+
+
+def test_preference_cpu_presets_share_the_fitting_world(tmp_path):
+  # The cpu presets of the three preference claims' sweeps train in the 2-object world of
+  # grid.preference_fitting_recipe (16000 steps); their paper presets keep the paper's 4 objects.
+  task = {"num_modules": 8}
+  recipe = grid.preference_fitting_recipe(task)
+  assert task == {"num_modules": 8} and recipe["task"] == {"num_modules": 8, "num_objects": 2}
+  assert grid.cpu_fitting_recipe()["train"]["num_steps"] == 8000  # not changed by the call
+  for experiment in ("preference_data_scaling", "preference_model_size",
+                     "preference_task_support"):
+    for preset, objects, steps in (("cpu", 2, 16_000), ("paper", 4, 3_000_000)):
+      sweep = spec.load(f"{REPO}/configs/sweeps/{experiment}.py:{preset}", str(tmp_path))
+      base = spec.resolve_base(sweep.base)
+      for program in sweep.programs:
+        cfg = spec.program_config(base, program.name, {**sweep.overrides, **program.overrides})
+        assert (cfg.task.num_objects, cfg.train.num_steps) == (objects, steps), (
+            experiment, preset, program.name)

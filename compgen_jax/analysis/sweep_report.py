@@ -24,6 +24,7 @@ from compgen_jax.analysis import (
   sections_model,
   sections_steps,
   sections_students,
+  setting,
   verdicts,
 )
 from compgen_jax.analysis import markdown as md
@@ -42,6 +43,7 @@ METRICS = {
                     Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
 }
 CLAIMS_FILE = "claims.json"
+SETTING_HEADING = "## Setting against the paper's"
 RUNS_HEADING = "## Runs"  # the last section: wall times and command lines, which differ per run
 
 
@@ -213,6 +215,7 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
   if not rows:
     parts.append("No finished runs yet.")
   else:
+    parts += [SETTING_HEADING, "", setting.section(index, sweep_dir, REPO), ""]
     for heading, section in experiment.sections:
       text, found = section(rows, metrics, out_dir)
       claims += [{**c, "experiment": name} for c in found]

@@ -14,17 +14,17 @@ Presets:
   paper: the authors' grid (sweeps/scaling-data_preference.yaml): F=32 features, M in {8, 16, 24,
     32} x K in 2..7 = 24 programs, frac_ood in {0.125, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98} (4-7
     valid) x 3 seeds (471 runs), MLP 2x1024, AdamW lr 1e-4, 3M steps. For GPUs.
-  cpu: F=8, M=8, K=3, frac_ood {0.25, 0.5, 0.75, 0.9} (69 / 46 / 23 / 9 training tasks) x 2
-    seeds, MLP 2x256 with the scale trend at 2x64 and 2x128 = 3 programs (24 runs), 8000 steps
-    at lr 1e-2 (warmup + cosine, batch 128 tasks). Piloted at 2x256, one seed: at 69 tasks ID /
-    OOD per-action accuracy 0.913 / 0.874 after 4000 steps at lr 1e-2 (0.908 / 0.868 at 3e-3,
-    0.861 / 0.832 at 1e-3) and 0.942 / 0.906 after 8000 (whole trajectory 0.744 / 0.654); at 23
-    tasks 0.950 / 0.894 (0.758 / 0.604). Width 1024 (the paper's) costs about 5x a 2x256 step
-    here. Deviations from the paper, for 2 CPU cores: one (M, K), F=8 features (32), widths <=
-    256 (1024), 8000 steps (3M).
-    Measured 21.5 min on 2 cores (420-872 s per program, with probes, two at a time, each
-    on one core; `make -k reproduce-cpu` of 2026-12-02; 32 min one at a time on the earlier
-    sessions' slower machine).
+  cpu: F=8, M=8, K=3, 2 objects per scene, frac_ood {0.25, 0.5, 0.75, 0.9} (69 / 46 / 23 / 9
+    training tasks) x 2 seeds, MLP 2x256 with the scale trend at 2x64 and 2x128 = 3 programs (24
+    runs), 16000 steps at lr 1e-2 (warmup + cosine, batch 128 tasks;
+    grid.preference_fitting_recipe). Piloted at 2x256, one seed (results/cpu/README.md): with the
+    paper's 4 objects ID whole-trajectory accuracy is 0.75 / 0.79 at 69 / 10 tasks after 8000
+    steps (per action 0.90 / 0.94) and would need about 50k-280k steps to reach 0.9
+    (results/cpu/preference_steps); with 2 objects 0.88 / 0.92 after 8000 and 0.91 / 0.94 after
+    16000. Width 1024 (the paper's) costs about 5x a 2x256 step here. Deviations from the paper,
+    for 2 CPU cores: one (M, K), F=8 features (32), 2 objects (4), widths <= 256 (1024), 16000
+    steps (3M); the report's setting table lists them. Measured 20.3 min on 2 cores (491-1221 s
+    per program, with probes, two at a time, each on one core; 2026-12-03, machine E).
   tiny: F=5, M in {4, 5} x K = 2, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 
@@ -47,8 +47,8 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
                                          (0.125, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98))
   elif preset == "cpu":
     cfg.base = "configs/preference.py:quick"
-    cfg.overrides = {"num_seeds": 2, "task": {"support": "random", "num_features": 8},
-                     **grid.cpu_fitting_recipe()}
+    cfg.overrides = {"num_seeds": 2, **grid.preference_fitting_recipe(
+        {"support": "random", "num_features": 8})}
     cfg.programs = tuple(
         program for width in (64, 128, 256)
         for program in grid.scaling_programs("random", (8,), (3,), (0.25, 0.5, 0.75, 0.9),

@@ -14,15 +14,16 @@ Presets:
   paper: the authors' grid (sweeps/scaling-model_preference.yaml): F=16, M=16, K=3, 5 encodings x
     depth {2, 4} x width {16, 32, ..., 2048} = 80 programs x 3 seeds (240 runs), lr 1e-4, 3M
     steps. For GPUs.
-  cpu: F=8, M=8, K=3, 5 encodings x MLP 2x64 and 2x256 = 10 programs x 2 seeds (20 runs), the
-    preference data-scaling sweep's piloted recipe (8000 steps at lr 1e-2, warmup + cosine,
-    batch 128 tasks; at 69 training tasks its 2x256 student reaches ID / OOD per-action
-    accuracy 0.94 / 0.88). Deviations from the paper, for 2 CPU cores: one depth (the paper's
-    {2, 4}: a second depth would double the sweep past its 40 min budget; depth is judged on the
-    hyperteacher, results/cpu/model_size), two widths (the three-width trend is in
-    results/cpu/preference_data_scaling), F=8, M=8 (16), 8000 steps (3M). Measured 17.3 min on 2
-    cores (124-320 s per program, with probes, two at a time, each on one core; `make -k
-    reproduce-cpu` of 2026-12-02; 35 min one at a time on the earlier sessions' slower machine).
+  cpu: F=8, M=8, K=3, 2 objects per scene, 5 encodings x MLP 2x64 and 2x256 = 10 programs x 2
+    seeds (20 runs), the preference data-scaling sweep's piloted recipe and world
+    (grid.preference_fitting_recipe: 16000 steps at lr 1e-2, warmup + cosine, batch 128 tasks;
+    at 69 training tasks its 2x256 student reaches ID / OOD whole-trajectory accuracy 0.91 /
+    0.88). Deviations from the paper, for 2 CPU cores: one depth (the paper's {2, 4}: a second
+    depth would double the sweep past its 40 min budget; depth is judged on the hyperteacher,
+    results/cpu/model_size), two widths (the three-width trend is in
+    results/cpu/preference_data_scaling), F=8 (16), M=8 (16), 2 objects (4), 16000 steps (3M);
+    the report's setting table lists them. Measured 19.1 min on 2 cores (128-315 s per program,
+    two at a time, each on one core, with probes; 2026-12-03, machine E).
   tiny: identity and tokens x depth 2 x width {16, 32}, 1 seed, 100 steps.
 """
 
@@ -46,9 +47,8 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     widths = (16, 32, 64, 128, 256, 512, 1024, 2048)
   elif preset == "cpu":
     cfg.base = "configs/preference.py:quick"
-    cfg.overrides = {"num_seeds": 2, "task": {"num_modules": 8, "max_hotness": 3,
-                                              "num_features": 8, "frac_ood": 0.25},
-                     **grid.cpu_fitting_recipe()}
+    cfg.overrides = {"num_seeds": 2, **grid.preference_fitting_recipe(
+        {"num_modules": 8, "max_hotness": 3, "num_features": 8, "frac_ood": 0.25})}
     encodings, depths, widths = ENCODINGS, (2,), (64, 256)
   elif preset == "tiny":
     cfg.base = "configs/preference.py:tiny"

@@ -48,9 +48,9 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
   elif preset == "cpu":
     cfg.base = "configs/preference.py:quick"
     cfg.overrides = {"num_seeds": 3, "encoding": {"name": "identity"},
-                     "task": {"num_modules": 8, "max_hotness": 3, "num_features": 8,
-                              "frac_ood": 0.25},
-                     "student": {"mlp": {"width": 256}}, **grid.cpu_fitting_recipe()}
+                     "student": {"mlp": {"width": 256}}, **grid.preference_fitting_recipe(
+                         {"num_modules": 8, "max_hotness": 3, "num_features": 8,
+                          "frac_ood": 0.25})}
     # pseudo_random_disconnected needs >= 28 held-out tasks at (8, 3): frac_ood 0.5, beside a
     # random baseline at 0.5 too.
     cfg.programs = grid.support_programs(8, 3, FRACS[:1], fracs_for={

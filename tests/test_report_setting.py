@@ -1,0 +1,56 @@
+"""A report's setting against the paper's (analysis/setting.py): which config values count as
+deviations from a sweep's paper preset, on planted configs and on a committed sweep."""
+
+import os
+
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import setting
+from tests.helpers import REPO
+
+
+def _cfg(**kv):
+  base = {"student.name": "mlp", "student.mlp.width": 256, "student.transformer.d_model": 64,
+          "encoding.name": "identity", "encoding.inn_init_scale": 1.05, "task.frac_ood": 0.25,
+          "sweep.frac_ood": (), "optim.learning_rate": 0.01, "sweep.learning_rate": (),
+          "train.num_steps": 8000, "num_seeds": 2}
+  return {**base, **kv}
+
+
+def test_values_count_keys_where_they_apply_and_vmapped_axes():
+  mlp, trf = _cfg(), _cfg(**{"student.name": "transformer", "student.mlp.width": 999})
+  # a student's keys only where that student trains; an encoding's only where it is used
+  assert setting.values([mlp, trf], "student.mlp.width") == {256}
+  assert setting.values([mlp, trf], "student.transformer.d_model") == {64}
+  assert setting.values([mlp], "encoding.inn_init_scale") == set()
+  assert setting.values([_cfg(**{"encoding.name": "invertible"})],
+                        "encoding.inn_init_scale") == {1.05}
+  # a vmapped tuple replaces the scalar it sweeps; an empty one leaves the scalar
+  assert setting.values([_cfg(**{"sweep.frac_ood": (0.5, 0.9)}), mlp],
+                        "held-out fraction") == {0.5, 0.9, 0.25}
+  assert setting.values([_cfg(**{"sweep.learning_rate": (1e-3, 3e-3)})],
+                        "optim.learning_rate") == {1e-3, 3e-3}
+
+
+def test_deviations_are_values_the_paper_never_takes():
+  paper = [_cfg(**{"student.mlp.width": w, "train.num_steps": 300_000, "num_seeds": 3,
+                   "optim.learning_rate": 3e-4}) for w in (64, 256, 1024)]
+  ours = [_cfg(**{"student.mlp.width": w}) for w in (64, 256)]
+  found = {key: (mine, theirs) for key, mine, theirs in setting.deviations(ours, paper)}
+  # widths the paper also sweeps are no deviation; steps, seeds and learning rate are
+  assert set(found) == {"optim.learning_rate", "train.num_steps", "num_seeds"}
+  assert found["train.num_steps"] == ({8000}, {300_000})
+  assert setting.deviations(paper[:1], paper) == []
+
+
+def test_section_of_a_committed_sweep_and_of_one_without_a_paper_preset():
+  sweep_dir = os.path.join(REPO, "results", "cpu", "encoding_nonlinearity")
+  index = workdir_lib.read_index(sweep_dir)
+  text = setting.section(index, sweep_dir, REPO)
+  rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()
+          if line.startswith("| ") and "---" not in line}
+  # the paper preset trains 300k steps at MLP 4x1024 and M=16, K=3 as the cpu one does
+  assert "300,000" in rows["train.num_steps"] and "1,024" in rows["student.mlp.width"]
+  assert "task.num_modules" not in rows and "encoding.inn_init_scale" not in rows
+  missing = setting.section({**index, "spec": "configs/sweeps/no_such_sweep.py:cpu"},
+                            sweep_dir, REPO)
+  assert missing.startswith("Not compared") and "no_such_sweep.py:paper" in missing
