@@ -32,7 +32,9 @@ clean:
 	rm -rf $(VENV) workdirs
 
 # The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 4 h 46 min, every program
-# trained again, on the 2-core machine E of 2026-12-03: results/cpu/README.md): each
+# trained again, on the 2-core machine E of 2026-12-03; about 4 h 25 min there since the
+# preference sweeps moved to 2 objects and preference_steps left the list, summed from parts
+# measured on E: results/cpu/README.md): each
 # sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
 # and last the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
 # `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists

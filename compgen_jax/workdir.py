@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Mapping
 
 import ml_collections
 
@@ -28,6 +29,19 @@ INDEX_FILE = "index.json"          # of a sweep dir: its programs and how they r
 # A workdir's rows: what a report reads (analysis/load.py), results/cpu/.gitignore keeps and a
 # rerun is compared by (analysis/rerun.py); never checkpoints.
 ROW_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, PROBE_FILE, PARAMS_FILE)
+
+
+def flatten(tree, prefix: str = "") -> dict:
+  """{"a": {"b": 1}, "c.d": 2} -> {"a.b": 1, "c.d": 2} (a dict or ConfigDict, e.g. a
+  config.json); lists become tuples."""
+  out = {}
+  for key, value in (tree.to_dict() if isinstance(tree, ml_collections.ConfigDict)
+                     else dict(tree)).items():
+    if isinstance(value, Mapping | ml_collections.ConfigDict):
+      out.update(flatten(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
+  return out
 
 
 def config_dict(cfg: ml_collections.ConfigDict) -> dict:

@@ -73,7 +73,7 @@ def test_committed_report_regenerates(experiment, tmp_path):
 def test_regeneration_mechanics_on_the_tiny_sweep(tiny_sweep, tmp_path):
   # The tiny sweep as it would be committed: its report written in place, small files only.
   committed = helpers.committed_copy(tiny_sweep, str(tmp_path / "results" / "data_scaling"))
-  sweep_report.write_report(committed)
+  spec.BINARIES["train"].report(committed)
   assert claims.read_claims(os.path.join(committed, sweep_report.CLAIMS_FILE))  # the format
   assert committed_sweeps(str(tmp_path / "results")) == ["data_scaling"]
   regenerate_and_compare(committed, str(tmp_path / "out"))

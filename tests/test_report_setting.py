@@ -5,6 +5,7 @@ import os
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import setting
+from compgen_jax.sweeps import spec
 from tests.helpers import REPO
 
 
@@ -45,12 +46,14 @@ def test_deviations_are_values_the_paper_never_takes():
 def test_section_of_a_committed_sweep_and_of_one_without_a_paper_preset():
   sweep_dir = os.path.join(REPO, "results", "cpu", "encoding_nonlinearity")
   index = workdir_lib.read_index(sweep_dir)
-  text = setting.section(index, sweep_dir, REPO)
+  text = setting.section(index, sweep_dir, spec.paper_programs)
   rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()
           if line.startswith("| ") and "---" not in line}
   # the paper preset trains 300k steps at MLP 4x1024 and M=16, K=3 as the cpu one does
   assert "300,000" in rows["train.num_steps"] and "1,024" in rows["student.mlp.width"]
   assert "task.num_modules" not in rows and "encoding.inn_init_scale" not in rows
   missing = setting.section({**index, "spec": "configs/sweeps/no_such_sweep.py:cpu"},
-                            sweep_dir, REPO)
+                            sweep_dir, spec.paper_programs)
   assert missing.startswith("Not compared") and "no_such_sweep.py:paper" in missing
+  # without the sweep configs (the analysis layer alone) it says so rather than guess
+  assert setting.section(index, sweep_dir, None).startswith("Not compared: written without")

@@ -199,7 +199,7 @@ def test_tiny_sweep_end_to_end(tiny_sweep, tmp_path):
   sweep_dir = tiny_sweep  # launch.run_sweep(spec_path, ..., probe=True), in conftest
   spec_path = f"{REPO}/configs/sweeps/data_scaling.py:tiny"
   out = str(tmp_path / "report")
-  path = sweep_report.write_report(sweep_dir, out)
+  path = spec.BINARIES["train"].report(sweep_dir, out)  # as experiments/report.py writes it
   assert path == os.path.join(out, "REPORT.md")
   for figure in ("data_scaling_ood_r2.png", "decodability_ood_r2.png"):
     assert os.path.getsize(os.path.join(out, figure)) > 0
@@ -220,6 +220,9 @@ def test_tiny_sweep_end_to_end(tiny_sweep, tmp_path):
   assert len(expected) == 4
   assert "experiments/probe.py" in text and "every program finished: **yes**" in text
   assert "strong positive correlation of task decodability" in text
+  # its setting against the paper preset's 300k steps and 3 seeds (tiny: 100 steps, 2 seeds)
+  setting = text.split("## Setting against the paper's")[1].split("\n## ")[0]
+  assert "| train.num_steps |" in setting and "300,000" in setting and "| num_seeds |" in setting
 
 
 def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
@@ -227,7 +230,7 @@ def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
   index = workdir_lib.read_index(tiny_sweep)
   assert {e["workdir"] for e in index["programs"]} == {p.name for p in spec.load(
       f"{REPO}/configs/sweeps/data_scaling.py:tiny", tiny_sweep).programs}  # relative
-  original = _report_file(sweep_report.write_report(tiny_sweep, str(tmp_path / "original")))
+  original = _report_file(spec.BINARIES["train"].report(tiny_sweep, str(tmp_path / "original")))
   moved = helpers.committed_copy(tiny_sweep, str(tmp_path / "elsewhere" / "data_scaling"))
   assert not os.path.exists(os.path.join(moved, index["programs"][0]["workdir"], "checkpoints"))
   done = subprocess.run([sys.executable, os.path.join(REPO, "experiments", "report.py"),

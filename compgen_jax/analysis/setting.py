@@ -9,6 +9,7 @@ that student or encoding is used.
 
 import json
 import os
+from collections.abc import Callable
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import markdown as md
@@ -73,27 +74,28 @@ def paper_spec(spec: str) -> str:
   return spec.partition(":")[0] + ":paper"
 
 
-def section(index: dict, sweep_dir: str, repo: str) -> str:
-  """The markdown: the deviations of the sweep's trained programs (their config.json) from the
-  configs of its paper preset, as a table, or a line saying there are none."""
-  # sweeps.spec names each binary's report function (this module's caller): imported here
-  from compgen_jax.sweeps import spec as spec_lib  # noqa: PLC0415
+def section(index: dict, sweep_dir: str, paper_programs: Callable | None) -> str:
+  """The markdown: the deviations of the sweep's programs (their config.json) from the configs
+  of its paper preset, as a table, or a line saying there are none. paper_programs(spec) gives
+  the flattened configs of a sweep config spec's programs (sweeps.spec.paper_programs: this
+  layer reads files only); None: not compared."""
+  spec = paper_spec(index["spec"])
+  if paper_programs is None:
+    return ("Not compared: written without the sweep configs (`experiments/report.py` compares "
+            f"with `{spec}`).")
+  try:  # builds and validates the paper programs' configs; trains and writes nothing
+    paper = paper_programs(spec)
+  except ConfigError as e:
+    return f"Not compared: the sweep's paper preset `{spec}` does not load ({e})."
   ours = []
   for entry in index["programs"]:
     path = os.path.join(workdir_lib.located(sweep_dir, index, entry["workdir"]),
                         workdir_lib.CONFIG_FILE)
     if os.path.exists(path):
       with open(path) as f:
-        ours.append(spec_lib.flatten(json.load(f)))
-  spec = paper_spec(index["spec"])
-  relative = os.path.relpath(spec, repo) if os.path.isabs(spec) else spec
-  absolute = spec if os.path.isabs(spec) else os.path.join(repo, spec)
-  try:  # builds and validates the paper programs' configs; trains and writes nothing
-    sweep = spec_lib.load(absolute, os.path.join(repo, "results", ".paper"))
-  except ConfigError as e:
-    return f"Not compared: the sweep's paper preset `{relative}` does not load ({e})."
-  found = deviations(ours, [spec_lib.flatten(p.config) for p in sweep.programs])
-  head = (f"Config values of this sweep's programs that its `paper` preset (`{relative}`, the "
+        ours.append(workdir_lib.flatten(json.load(f)))
+  found = deviations(ours, paper)
+  head = (f"Config values of this sweep's programs that its `paper` preset (`{spec}`, the "
           f"full-scale grid at the paper's setting) never takes; every other setting key "
           f"({len(KEYS)} compared: task, encoding, student, optimiser, steps, batch, seeds) "
           f"takes only values of the paper's grid.")
@@ -101,3 +103,4 @@ def section(index: dict, sweep_dir: str, repo: str) -> str:
     return head + " None here."
   return "\n".join([head, "", md.table(["config", "here", "the paper's grid"],
                                        [[k, _text(a), _text(b)] for k, a, b in found])])
+

@@ -17,6 +17,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import report
 from compgen_jax.sweeps import spec as spec_lib
 from compgen_jax.training import loop, runs
@@ -72,7 +73,7 @@ def shape_key(cfg: ml_collections.ConfigDict) -> str:
   run."""
   unused = tuple(f"student.{name}." for name in cfg.student
                  if name not in ("name", cfg.student.name))
-  flat = spec_lib.flatten(cfg)
+  flat = workdir_lib.flatten(cfg)
   kept = {k: v for k, v in flat.items()
           if not any(k == n or k.startswith(n) for n in NOT_SHAPE + unused)}
   return json.dumps(kept, sort_keys=True, default=str)

@@ -44,11 +44,24 @@ class Binary(NamedTuple):
   report: Callable  # (sweep_dir, out_dir=None) -> path: the sweep's report from its files
 
 
+def paper_programs(spec: str) -> list[dict]:
+  """The flattened configs of the programs of a sweep config spec (relative to the repository
+  root), as a launch builds and validates them; writes nothing. A report compares its programs
+  with their paper preset's through this (analysis/setting.py)."""
+  sweep = load(os.path.join(REPO, spec), os.path.join(REPO, "results", ".unused"))
+  return [workdir_lib.flatten(p.config) for p in sweep.programs]
+
+
+def train_report(sweep_dir: str, out_dir: str | None = None) -> str:
+  """A train.py sweep's REPORT.md and claims.json, its setting compared with its paper preset."""
+  return sweep_report.write_report(sweep_dir, out_dir, paper_programs)
+
+
 BINARIES = {
     "train": Binary(TRAIN, runs.validate, (), {
         "probe": ("probe.py", workdir_lib.PROBE_FILE, ()),
         "evaluate": ("evaluate.py", workdir_lib.EVAL_FILE, ("--every",))}, "ood/",
-        sweep_report.write_report),
+        train_report),
     # one program per shape-changing setting (model width); seeds x coverage vmapped inside it
     "images": Binary(os.path.join("experiments", "images.py"), images_experiment.validate_program,
                      ("--mode=train",), {
@@ -84,17 +97,6 @@ class Sweep(NamedTuple):
   sweep_dir: str  # absolute
   programs: tuple[Program, ...]
   binary: str = "train"  # a key of BINARIES
-
-
-def flatten(tree, prefix: str = "") -> dict:
-  """{"a": {"b": 1}, "c.d": 2} -> {"a.b": 1, "c.d": 2}; lists become tuples."""
-  out = {}
-  for key, value in _as_dict(tree).items():
-    if isinstance(value, Mapping | ml_collections.ConfigDict):
-      out.update(flatten(value, f"{prefix}{key}."))
-    else:
-      out[f"{prefix}{key}"] = tuple(value) if isinstance(value, list) else value
-  return out
 
 
 def _as_dict(tree) -> dict:
@@ -146,7 +148,7 @@ def expand(programs) -> list[tuple[str, dict]]:
   for i, program in enumerate(programs):
     if not isinstance(program, Mapping | ml_collections.ConfigDict):
       raise ConfigError(f"sweep_config.programs[{i}]", f"must be a dict, got {program!r}")
-    overrides = flatten(program)
+    overrides = workdir_lib.flatten(program)
     name = program_name(overrides)
     if name in seen:
       raise ConfigError(f"sweep_config.programs[{i}]", f"program name {name!r} is used twice "
@@ -257,7 +259,7 @@ def load(spec: str, sweep_dir: str) -> Sweep:
   raw = load_sweep_config(spec)
   binary = raw.get("binary", "train")
   base = resolve_base(raw["base"])
-  sweep_overrides = flatten(raw.get("overrides") or {})
+  sweep_overrides = workdir_lib.flatten(raw.get("overrides") or {})
   sweep_dir = os.path.abspath(sweep_dir)
   programs = []
   for name, own in expand(raw.get("programs", ({},))):
