@@ -7,6 +7,8 @@ import difflib
 import glob
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -96,3 +98,26 @@ def test_the_claims_table_is_current():
                         strict=True):
     with open(os.path.join(RESULTS, path)) as f:
       assert f.read() == text, f"results/cpu/{path} is stale: run make claims-cpu"
+
+
+def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
+  # A clone of results/ holds index.json and the programs' small files, elsewhere.
+  index = workdir_lib.read_index(tiny_sweep)
+  assert {e["workdir"] for e in index["programs"]} == {p.name for p in spec.load(
+      f"{REPO}/configs/sweeps/data_scaling.py:tiny", tiny_sweep).programs}  # relative
+  original = _read(spec.BINARIES["train"].report(tiny_sweep, str(tmp_path / "original")))
+  moved = helpers.committed_copy(tiny_sweep, str(tmp_path / "elsewhere" / "data_scaling"))
+  assert not os.path.exists(os.path.join(moved, index["programs"][0]["workdir"], "checkpoints"))
+  done = subprocess.run([sys.executable, os.path.join(REPO, "experiments", "report.py"),
+                         f"--sweep_dir={moved}"], capture_output=True, text=True, cwd=REPO)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert _read(os.path.join(moved, "REPORT.md")) == original
+  assert "experiments/probe.py" in original and "| 5 | 2 |" in original
+  for figure in ("data_scaling_ood_r2.png", "decodability_ood_r2.png"):
+    with open(tmp_path / "original" / figure, "rb") as a, open(f"{moved}/{figure}", "rb") as b:
+      assert a.read() == b.read(), figure
+
+
+def _read(path: str) -> str:
+  with open(path) as f:
+    return f.read()

@@ -225,24 +225,6 @@ def test_tiny_sweep_end_to_end(tiny_sweep, tmp_path):
   assert "| train.num_steps |" in setting and "300,000" in setting and "| num_seeds |" in setting
 
 
-def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
-  # A clone of results/ holds index.json and the programs' small files, elsewhere.
-  index = workdir_lib.read_index(tiny_sweep)
-  assert {e["workdir"] for e in index["programs"]} == {p.name for p in spec.load(
-      f"{REPO}/configs/sweeps/data_scaling.py:tiny", tiny_sweep).programs}  # relative
-  original = _report_file(spec.BINARIES["train"].report(tiny_sweep, str(tmp_path / "original")))
-  moved = helpers.committed_copy(tiny_sweep, str(tmp_path / "elsewhere" / "data_scaling"))
-  assert not os.path.exists(os.path.join(moved, index["programs"][0]["workdir"], "checkpoints"))
-  done = subprocess.run([sys.executable, os.path.join(REPO, "experiments", "report.py"),
-                         f"--sweep_dir={moved}"], capture_output=True, text=True, cwd=REPO)
-  assert done.returncode == 0, done.stderr[-2000:]
-  assert _report_file(os.path.join(moved, "REPORT.md")) == original
-  assert "experiments/probe.py" in original and "| 5 | 2 |" in original
-  for figure in ("data_scaling_ood_r2.png", "decodability_ood_r2.png"):
-    with open(tmp_path / "original" / figure, "rb") as a, open(f"{moved}/{figure}", "rb") as b:
-      assert a.read() == b.read(), figure
-
-
 def test_older_absolute_paths_are_found_after_a_move(tmp_path):
   moved = str(tmp_path / "new" / "s")
   old = {"sweep_dir": "/gone/repo/results/cpu/s"}
@@ -282,11 +264,6 @@ def test_results_gitignore_keeps_what_a_report_reads():
   for path in ("results/cpu/some_sweep/index.json", "results/cpu/some_sweep/REPORT.md",
                "results/cpu/some_sweep/claims.json", "results/cpu/some_sweep/fig.png"):
     assert not ignored(path), path
-
-
-def _report_file(path: str) -> str:
-  with open(path) as f:
-    return f.read()
 
 
 def test_report_binary_sweep_mode_and_flag_errors(tmp_path):

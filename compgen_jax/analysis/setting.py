@@ -7,7 +7,6 @@ world, a shorter schedule or fewer seeds is. Keys of a student or an encoding co
 that student or encoding is used.
 """
 
-import json
 import os
 from collections.abc import Callable
 
@@ -87,13 +86,9 @@ def section(index: dict, sweep_dir: str, paper_programs: Callable | None) -> str
     paper = paper_programs(spec)
   except ConfigError as e:
     return f"Not compared: the sweep's paper preset `{spec}` does not load ({e})."
-  ours = []
-  for entry in index["programs"]:
-    path = os.path.join(workdir_lib.located(sweep_dir, index, entry["workdir"]),
-                        workdir_lib.CONFIG_FILE)
-    if os.path.exists(path):
-      with open(path) as f:
-        ours.append(workdir_lib.flatten(json.load(f)))
+  workdirs = [workdir_lib.located(sweep_dir, index, e["workdir"]) for e in index["programs"]]
+  ours = [workdir_lib.flatten(workdir_lib.load_config(w)) for w in workdirs
+          if os.path.exists(os.path.join(w, workdir_lib.CONFIG_FILE))]  # not yet started: none
   found = deviations(ours, paper)
   head = (f"Config values of this sweep's programs that its `paper` preset (`{spec}`, the "
           f"full-scale grid at the paper's setting) never takes; every other setting key "
@@ -103,4 +98,3 @@ def section(index: dict, sweep_dir: str, paper_programs: Callable | None) -> str
     return head + " None here."
   return "\n".join([head, "", md.table(["config", "here", "the paper's grid"],
                                        [[k, _text(a), _text(b)] for k, a, b in found])])
-
