@@ -14,8 +14,8 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from compgen_jax.evaluation import activations, probes
-from compgen_jax.training import loop, runs
+from compgen_jax.scaling import activations, probes, runs
+from compgen_jax.scaling import train as scaling_train
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/hyperteacher.py:paper",
                                           "Base config (task, probe and seeds).")
@@ -32,8 +32,8 @@ def input_decoder_r2(cfg) -> dict[str, np.ndarray]:
     cfg.student.name = "mlp"
     cfg.student.mlp.update(width=8, depth=1, widths=())
   grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
-  states = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
-  result = probes.make_probe(cfg)(states, loop.task_bits(cfg))
+  states = scaling_train.make_init(cfg)(*runs.run_inputs(cfg, grid))
+  result = probes.make_probe(cfg)(states, scaling_train.task_bits(cfg))
   names = activations.layer_names(jax.tree.map(lambda a: jax.ShapeDtypeStruct(
       a.shape[1:], a.dtype), states), cfg)
   layer = names.index(activations.INPUT_LAYER)

@@ -15,9 +15,9 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from compgen_jax import passes
-from compgen_jax.evaluation import probes
-from compgen_jax.training import loop, runs
+from compgen_jax.scaling import passes, probes, runs
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.training import passes as engine_passes
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/hyperteacher.py:quick",
                                           "Config (used without --workdir).")
@@ -28,10 +28,10 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats of the jitted pass 
 def _states(cfg_flag, workdir):
   if workdir:
     wd = passes.open_workdir(workdir)
-    return wd.cfg, passes.restore(wd, passes.select_steps(wd.checkpoints, None, False)[0])
+    return wd.cfg, passes.restore(wd, engine_passes.select_steps(wd.checkpoints, None, False)[0])
   grid = runs.run_grid(cfg_flag)
   grid = runs.precompute_splits(cfg_flag, grid)
-  return cfg_flag, loop.make_init(cfg_flag)(*runs.run_inputs(cfg_flag, grid))
+  return cfg_flag, scaling_train.make_init(cfg_flag)(*runs.run_inputs(cfg_flag, grid))
 
 
 def loop_probe(x_id, x_ood, y_id, y_ood, lam: float) -> tuple[np.ndarray, np.ndarray]:
@@ -58,7 +58,7 @@ def loop_probe(x_id, x_ood, y_id, y_ood, lam: float) -> tuple[np.ndarray, np.nda
 def main(argv):
   del argv
   cfg, states = _states(_CONFIG.value, _WORKDIR.value)
-  bits_T = loop.task_bits(cfg)
+  bits_T = scaling_train.task_bits(cfg)
   data_fn = jax.jit(jax.vmap(lambda s, b: probes.probe_data(s, b, cfg)[0], in_axes=(0, None)))
   data = jax.block_until_ready(data_fn(states, bits_T))
   x_id, x_ood, y_id, y_ood = data

@@ -4,7 +4,7 @@
   python benchmarks/step_breakdown.py --widths=64,128,256 --runs=8 --strategies=auto,vmap
 
 Per width, run count and strategy, each part timed as its own jitted lax.scan of --steps steps
-over the runs as training steps them (training.step.over_runs: vmapped, or one run after another;
+over the runs as training steps them (training.chunk.over_runs: vmapped, or one run after another;
 one run is the plain program): `step` the whole training step; `data` drawing the batch
 (teacher / task sampling) alone; `update` forward, backward and AdamW on a fixed batch; `matmuls`
 only the student's forward and backward matmuls at the step's shapes (3 per layer: the floor no
@@ -22,8 +22,10 @@ from absl import app
 
 from compgen_jax import cli
 from compgen_jax.analysis import report
-from compgen_jax.training import loop, runs
-from compgen_jax.training import step as step_lib
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import step as step_lib
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.training import chunk as chunk_lib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import throughput  # noqa: E402  (benchmarks/ is scripts, not a package)
@@ -54,7 +56,7 @@ def _scanned(body, num_runs, strategy):
     return jax.lax.scan(lambda c, _: (body(c), None), carry, length=_STEPS.value)[0]
   if num_runs == 1:
     return jax.jit(lambda carry: one(carry, None))
-  runs_fn = step_lib.over_runs(one, strategy)
+  runs_fn = chunk_lib.over_runs(one, strategy)
   return jax.jit(lambda carry: runs_fn(carry, None))
 
 
@@ -72,13 +74,13 @@ def parts(cfg, num_runs: int, strategy: str) -> dict[str, float]:
   cfg.num_seeds = 1
   grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
   keys, hparams = runs.run_inputs(cfg, grid)
-  state = jax.tree.map(lambda a: a[0], loop.make_init(cfg)(keys, hparams))
-  bits = loop.task_bits(cfg)
+  state = jax.tree.map(lambda a: a[0], scaling_train.make_init(cfg)(keys, hparams))
+  bits = scaling_train.task_bits(cfg)
   batch = step_lib.train_batch(state, bits, cfg)
   if num_runs > 1:
     rep = lambda t: jax.tree.map(lambda a: jnp.repeat(a[None], num_runs, axis=0), t)
     state, batch = rep(state), rep(batch)
-    strategy = step_lib.resolve(strategy, state.params)  # "auto" -> "vmap" or "map"
+    strategy = chunk_lib.resolve(strategy, state.params)  # "auto" -> "vmap" or "map"
   samples = cfg.train.batch_size * cfg.task.num_samples
   mlp = cfg.student.mlp
   dims = ([cfg.task.num_modules + cfg.task.input_dim] + [mlp.width] * mlp.depth

@@ -6,7 +6,7 @@
   benchmarks/gpu.sh                                     # GPU: widths 256..2048 x runs 1..256
 
 Prints run-steps/s, task samples/s and achieved GFLOP/s per width, run count and strategy (the
-chunk's way of stepping its runs: training.step.over_runs; the lines of a width as it is done,
+chunk's way of stepping its runs: training.chunk.over_runs; the lines of a width as it is done,
 then the table), the machine's measured matmul peak, the one-run program, and the slow way (one
 seed, one jitted call per step, the batch made by a separate jitted call). "vs 1 run" is a
 chunk's run-steps/s over the one-run program's: R runs in one program against R programs of one
@@ -25,8 +25,10 @@ from absl import app, flags
 
 from compgen_jax import cli
 from compgen_jax.analysis import report
-from compgen_jax.training import loop, runs
-from compgen_jax.training import step as step_lib
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import step as step_lib
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.training import chunk as chunk_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --precision -> jax_default_matmul_precision (float32 matmuls; "default" is TF32 on recent GPUs)
@@ -46,7 +48,7 @@ _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed chunks (best is reported)."
 _PRECISION = flags.DEFINE_enum("precision", "default", list(PRECISIONS), "Precision of float32 "
                                "matmuls (jax_default_matmul_precision).")
 _STRATEGIES = flags.DEFINE_list("strategies", ["auto"], "How a chunk steps its runs "
-                                 f"(training.step.STRATEGIES: {', '.join(step_lib.STRATEGIES)}).")
+                                 f"(training.chunk.STRATEGIES: {', '.join(chunk_lib.STRATEGIES)}).")
 _SLOW = flags.DEFINE_bool("slow", True, "Also time the slow way (one run per width).")
 
 
@@ -99,7 +101,7 @@ def _state(cfg, num_runs: int):
   grid = runs.run_grid(cfg)
   grid = runs.precompute_splits(cfg, grid)
   keys, hparams = runs.run_inputs(cfg, grid)
-  return loop.make_init(cfg)(keys, hparams)
+  return scaling_train.make_init(cfg)(keys, hparams)
 
 
 def _copies(one_run, num_runs: int):
@@ -111,13 +113,13 @@ def _chunks(cfg, one_run, counts: list[int], strategies: list[str]) -> dict:
   "one run") and, per run count > 1 and strategy, the chunk over that many copies of `one_run`
   (copies, so the init is compiled once per width; the chunk's cost does not depend on the
   seeds)."""
-  bits = loop.task_bits(cfg)
-  solo = jax.jit(lambda s, b: step_lib._chunk_one_run(s, b, cfg, _STEPS.value),
-                 donate_argnums=0)
+  bits = scaling_train.task_bits(cfg)
+  solo = jax.jit(lambda s, b: chunk_lib.scan_one_run(
+      s, b, step=scaling_train.step_one(cfg), length=_STEPS.value), donate_argnums=0)
   out = {(1, "one run"): [solo, jax.tree.map(lambda a: a[0], one_run)]}
   for num_runs in counts:
     for strategy in strategies:
-      chunk = step_lib.make_train_chunk(cfg, _STEPS.value, strategy)
+      chunk = scaling_train.make_chunk(cfg, _STEPS.value, strategy)
       out[num_runs, strategy] = [chunk, _copies(one_run, num_runs)]
   for entry in out.values():
     entry[1] = entry[0](entry[1], bits)[0]
@@ -128,7 +130,7 @@ def _chunks(cfg, one_run, counts: list[int], strategies: list[str]) -> dict:
 def fused_steps_per_s(cfg, chunks: dict) -> dict:
   """Run-steps/s of every chunk, best of --repeats rounds; each round times every chunk once, one
   after another (A B C A B C ...), so the load of a shared machine falls on all alike."""
-  bits, best = loop.task_bits(cfg), dict.fromkeys(chunks, float("inf"))
+  bits, best = scaling_train.task_bits(cfg), dict.fromkeys(chunks, float("inf"))
   for _ in range(_REPEATS.value):
     for key, entry in chunks.items():
       start = time.perf_counter()
@@ -141,7 +143,7 @@ def fused_steps_per_s(cfg, chunks: dict) -> dict:
 def slow_steps_per_s(cfg) -> float:
   """One run, one jitted update per step, its batch from a separate jitted call."""
   state = jax.tree.map(lambda a: a[0], _state(cfg, 1))
-  bits = loop.task_bits(cfg)
+  bits = scaling_train.task_bits(cfg)
   draw = jax.jit(lambda s: step_lib.train_batch(s, bits, cfg))
   update = jax.jit(lambda s, b: step_lib.update(s, b, cfg)[0])
   state = update(state, draw(state))
@@ -221,8 +223,8 @@ def main(argv):
       measure_width(cfg, width, limit_gb, rows, peak)
   except KeyboardInterrupt:  # e.g. gpu.sh's timeout: the table of what was measured
     print("interrupted; the table has the configurations measured so far", flush=True)
-  print(f"strategy auto (training.step.runs_one_after_another): map on one CPU device when a "
-        f"run's largest weight has >= {step_lib.MAP_MIN_WEIGHTS} entries, else vmap; load "
+  print(f"strategy auto (training.chunk.runs_one_after_another): map on one CPU device when a "
+        f"run's largest weight has >= {chunk_lib.MAP_MIN_WEIGHTS} entries, else vmap; load "
         f"average {os.getloadavg()[0]:.2f}", flush=True)
   print(report.table(["width", "runs", "path", "run-steps/s", "samples/s", "GFLOP/s",
                       "vs slow", "vs 1 run", "of peak", "vs ref", "note"], rows))

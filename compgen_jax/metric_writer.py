@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterable
 from typing import Protocol
 
-import ml_collections
 import numpy as np
 import tqdm
 from tensorboardX.proto import event_pb2, summary_pb2
@@ -19,10 +18,22 @@ from tensorboardX.record_writer import masked_crc32c
 
 from compgen_jax import checks, files
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.types import HPARAMS, ConfigError, DataError
+from compgen_jax.types import ConfigError, DataError
 
 # Row fields that say which run and step a row belongs to; every other number is a measurement.
-ID_FIELDS = ("step", "run", "seed", "n_train", "n_ood", *HPARAMS)
+
+
+def id_fields(grid: list[dict]) -> tuple[str, ...]:
+  """The fields of a row that say which step and run it is (the rest are measurements)."""
+  return ("step", *dict.fromkeys(k for run in grid for k in run))
+
+
+def name_fields(grid: list[dict]) -> tuple[str, ...]:
+  """What tells the runs of `grid` apart in a name: the seed and every field but the index that
+  takes more than one value."""
+  varying = (k for k in id_fields(grid)[1:]
+             if k not in ("run", "seed") and len({repr(run.get(k)) for run in grid}) > 1)
+  return ("seed", *varying)
 
 
 def _plain(value):
@@ -185,10 +196,12 @@ class TensorBoardWriter:
   just after a checkpoint could lose rows up to it, which a resume never writes again.
   """
 
-  def __init__(self, logdir: str, resume_step: int, name_fields: tuple[str, ...] = ("seed",)):
+  def __init__(self, logdir: str, resume_step: int, name_fields: tuple[str, ...] = ("seed",),
+               id_fields: tuple[str, ...] = ("step", "run", "seed")):
     self.logdir = logdir
     self.purge_step = resume_step + 1
     self.name_fields = name_fields
+    self.id_fields = id_fields
     self._paths = {}  # run index -> this attempt's event file
 
   def _path(self, row: dict) -> str:
@@ -218,7 +231,7 @@ class TensorBoardWriter:
     chunks = {}  # path -> this chunk's records, appended in one write (as the jsonl rows are)
     for row in rows:
       values = [summary_pb2.Summary.Value(tag=k, simple_value=float(v))
-                for k, v in row.items() if k not in ID_FIELDS and _is_number(v)]
+                for k, v in row.items() if k not in self.id_fields and _is_number(v)]
       event = event_pb2.Event(wall_time=time.time(), step=int(row["step"]),
                               summary=summary_pb2.Summary(value=values))
       chunks.setdefault(self._path(row), []).append(_record(event))
@@ -248,16 +261,12 @@ class Writers:
       w.close()
 
 
-def _swept(cfg: ml_collections.ConfigDict) -> tuple[str, ...]:
-  sweep = cfg.get("sweep") or {}  # families without a sweep section (letters) have no axes
-  return tuple(name for name in HPARAMS if tuple(sweep.get(name, ())))
-
-
 WRITERS = {
-    "jsonl": lambda cfg, workdir, step: JsonlWriter(
+    "jsonl": lambda workdir, step, grid: JsonlWriter(
         os.path.join(workdir, workdir_lib.METRICS_FILE)),
-    "tensorboard": lambda cfg, workdir, step: TensorBoardWriter(
-        os.path.join(workdir, workdir_lib.TENSORBOARD_DIR), step, ("seed", *_swept(cfg))),
+    "tensorboard": lambda workdir, step, grid: TensorBoardWriter(
+        os.path.join(workdir, workdir_lib.TENSORBOARD_DIR), step, name_fields(grid),
+        id_fields(grid)),
 }
 
 
@@ -269,12 +278,12 @@ def validate_writers(names) -> None:
                       "final rows, analysis and reports read; other writers are extra sinks")
 
 
-def make_writer(cfg: ml_collections.ConfigDict, workdir: str, resume_step: int) -> MetricWriter:
-  """The sinks named by cfg.train.writers for a run of `workdir` resuming from `resume_step`
-  (0 for a fresh start)."""
-  names = tuple(cfg.train.writers)
+def make_writer(names, workdir: str, resume_step: int, grid: list[dict]) -> MetricWriter:
+  """The sinks `names` (train.writers) for the runs `grid` of `workdir` resuming from
+  `resume_step` (0 for a fresh start)."""
+  names = tuple(names)
   validate_writers(names)
-  return Writers([WRITERS[n](cfg, workdir, resume_step) for n in dict.fromkeys(names)])
+  return Writers([WRITERS[n](workdir, resume_step, grid) for n in dict.fromkeys(names)])
 
 
 def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False):

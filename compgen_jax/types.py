@@ -16,11 +16,6 @@ PyTree = Any
 Array = chex.Array
 PRNGKey = chex.PRNGKey
 
-# Array-valued hyperparameters: one scalar per run, so sweeps over them are a vmapped axis (the
-# RunState's hparams; the id fields of every metrics row).
-HPARAMS = ("frac_ood", "learning_rate", "weight_decay")
-
-
 class ConfigError(ValueError):
   """A config value is impossible or unknown; the message names the field."""
 

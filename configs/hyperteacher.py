@@ -20,7 +20,7 @@ seeds; all runs are one compiled program.
 
 import ml_collections
 
-from compgen_jax.training import config as training_config
+from compgen_jax.scaling import config as training_config
 
 PRESETS = ("paper", "quick", "tiny")
 

@@ -10,8 +10,8 @@ Every encoding except few_shot applies (few-shot is not defined for this family)
 
 import ml_collections
 
+from compgen_jax.scaling import config as training_config
 from compgen_jax.tasks import preference
-from compgen_jax.training import config as training_config
 
 PRESETS = ("paper", "quick", "tiny")
 

@@ -13,7 +13,7 @@ comparison, whose student widths are set to the constructed network's (2*I*H*N +
 
 import ml_collections
 
-from compgen_jax.training import config as training_config
+from compgen_jax.scaling import config as training_config
 
 PRESETS = ("paper", "quick", "tiny")
 

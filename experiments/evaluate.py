@@ -12,9 +12,10 @@ import os
 
 from absl import flags
 
-from compgen_jax import cli, passes
+from compgen_jax import cli
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import plots, report
+from compgen_jax.scaling import passes
 from compgen_jax.training import sharding
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")

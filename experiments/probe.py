@@ -10,9 +10,10 @@ other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad
 
 from absl import flags
 
-from compgen_jax import cli, passes
+from compgen_jax import cli
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import report
+from compgen_jax.scaling import passes
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")

@@ -9,8 +9,9 @@ from ml_collections import config_flags
 
 from compgen_jax import cli
 from compgen_jax.analysis import curves, report
-from compgen_jax.training import config as training_config
-from compgen_jax.training import loop, sharding
+from compgen_jax.scaling import config as training_config
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.training import sharding
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with preset, e.g. "
                                           "configs/hyperteacher.py:quick.", lock_config=True)
@@ -22,7 +23,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  rows = loop.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  rows = scaling_train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   if sharding.is_main_process():  # the workdir's one writer
     curves.plot_curves(_WORKDIR.value)
   print(report.final_table(rows, _WORKDIR.value))

@@ -6,7 +6,8 @@ import chex
 import pytest
 
 from compgen_jax import checkpointing
-from compgen_jax.training import loop, runs
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.types import CheckpointError
 from tests.helpers import load_config
 
@@ -17,14 +18,15 @@ def state_and_cfg():
   grid = runs.run_grid(cfg)
   runs.precompute_splits(cfg, grid)
   keys, hparams = runs.run_inputs(cfg, grid)
-  return loop.make_init(cfg)(keys, hparams), cfg, grid
+  return scaling_train.make_init(cfg)(keys, hparams), cfg, grid
 
 
 def test_round_trip(state_and_cfg, tmp_path):
   state, cfg, grid = state_and_cfg
   mngr = checkpointing.manager(str(tmp_path / "ckpt"))
   checkpointing.save(mngr, 7, state)
-  step, restored = checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid))
+  step, restored = checkpointing.restore(str(tmp_path / "ckpt"),
+                                         scaling_train.abstract_state(cfg, grid))
   assert step == 7
   chex.assert_trees_all_equal(restored, state)
   assert type(restored) is type(state)
@@ -33,11 +35,11 @@ def test_round_trip(state_and_cfg, tmp_path):
 def test_missing_checkpoint(state_and_cfg, tmp_path):
   _, cfg, grid = state_and_cfg
   with pytest.raises(CheckpointError, match="no checkpoint"):
-    checkpointing.restore(str(tmp_path / "nothing"), loop.abstract_state(cfg, grid))
+    checkpointing.restore(str(tmp_path / "nothing"), scaling_train.abstract_state(cfg, grid))
   mngr = checkpointing.manager(str(tmp_path / "ckpt"))
   checkpointing.save(mngr, 1, state_and_cfg[0])
   with pytest.raises(CheckpointError, match="step 5"):
-    checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid), step=5)
+    checkpointing.restore(str(tmp_path / "ckpt"), scaling_train.abstract_state(cfg, grid), step=5)
 
 
 def test_corrupt_checkpoint(state_and_cfg, tmp_path):
@@ -49,7 +51,7 @@ def test_corrupt_checkpoint(state_and_cfg, tmp_path):
       with open(os.path.join(root, name), "wb") as f:
         f.write(b"garbage")
   with pytest.raises(CheckpointError, match="could not be restored"):
-    checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid))
+    checkpointing.restore(str(tmp_path / "ckpt"), scaling_train.abstract_state(cfg, grid))
 
 
 def test_incompatible_config(state_and_cfg, tmp_path):
@@ -59,7 +61,7 @@ def test_incompatible_config(state_and_cfg, tmp_path):
   wider = load_config("hyperteacher", "tiny", **{"student.mlp.width": 96})
   with pytest.raises(CheckpointError):
     checkpointing.restore(str(tmp_path / "ckpt"),
-                          loop.abstract_state(wider, runs.run_grid(wider)))
+                          scaling_train.abstract_state(wider, runs.run_grid(wider)))
 
 
 
@@ -73,4 +75,4 @@ def test_corrupt_latest_checkpoint_names_the_intact_earlier_one(state_and_cfg, t
       with open(os.path.join(root, name), "wb") as f:
         f.write(b"garbage")
   with pytest.raises(CheckpointError, match=r"Step 4 is intact.*\[6\].*--step=4"):
-    checkpointing.restore(str(tmp_path / "ckpt"), loop.abstract_state(cfg, grid))
+    checkpointing.restore(str(tmp_path / "ckpt"), scaling_train.abstract_state(cfg, grid))

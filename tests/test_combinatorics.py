@@ -7,9 +7,10 @@ import jax
 import numpy as np
 import pytest
 
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.tasks import combinatorics as cb
 from compgen_jax.tasks import latents
-from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -128,7 +129,7 @@ def _cfg(M, K):
 def test_device_bits_reach_module_31():
   """uint32 task bits on the device, and k-hot rows equal to the table's, module 31 included."""
   M, K = 32, 3
-  bits_T = loop.task_bits(_cfg(M, K))
+  bits_T = scaling_train.task_bits(_cfg(M, K))
   assert bits_T.dtype == np.uint32 and int(bits_T[-1]) == (1 << 31) | (1 << 30) | (1 << 29)
   table = cb.task_table(M, K).astype(np.float32)
   assert table[:, 31].sum() == math.comb(31, 0) + math.comb(31, 1) + math.comb(31, 2)

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from compgen_jax import metric_writer, passes
+from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.training import loop
+from compgen_jax.scaling import passes
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.types import CheckpointError, ConfigError
 from tests.helpers import REPO, load_config
 
@@ -25,7 +26,7 @@ def workdir(tmp_path_factory):
   cfg = load_config("hyperteacher", "tiny", **{
       "train.num_steps": 100, "evals.id.every": 50, "evals.ood.every": 50,
       "train.checkpoint_every": 50, "probe.num_tasks": 128})
-  loop.train_and_evaluate(cfg, path)
+  scaling_train.train_and_evaluate(cfg, path)
   return path
 
 

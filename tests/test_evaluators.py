@@ -12,10 +12,10 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.evaluation import evaluators
+from compgen_jax.scaling import evaluators, runs
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.tasks import combinatorics, splits
 from compgen_jax.tasks import registry as families
-from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -63,12 +63,13 @@ def tiny():
   cfg = load_config("hyperteacher", "tiny")
   grid = runs.run_grid(cfg)
   runs.precompute_splits(cfg, grid)
-  return cfg, loop.make_init(cfg)(*runs.run_inputs(cfg, grid)), loop.task_bits(cfg)
+  states = scaling_train.make_init(cfg)(*runs.run_inputs(cfg, grid))
+  return cfg, states, scaling_train.task_bits(cfg)
 
 
 def test_all_evaluators_give_their_keys_per_run(tiny):
   cfg, states, bits_T = tiny
-  out = evaluators.make_evaluate(cfg, evaluators.applicable(cfg))(states, bits_T)
+  out = scaling_train.make_evaluate(cfg, evaluators.applicable(cfg))(states, bits_T)
   quantiles = evaluators.default_settings("r2_quantiles").quantiles
   levels = evaluators.hotness_levels(cfg, evaluators.default_settings("ood_hotness").hotness_above)
   assert levels == (1, 2, 3, 4)  # tiny: K=2, and the default hotness_above=2 levels above it
@@ -80,7 +81,7 @@ def test_all_evaluators_give_their_keys_per_run(tiny):
   q = np.stack([np.asarray(out[f"ood/{evaluators.quantile_name(q)}"]) for q in quantiles])
   assert (np.diff(q, axis=0) >= 0).all()
   # id / ood do not depend on which other evaluators run with them.
-  alone = evaluators.make_evaluate(cfg, ("ood",))(states, bits_T)
+  alone = scaling_train.make_evaluate(cfg, ("ood",))(states, bits_T)
   np.testing.assert_array_equal(alone["ood/r2"], out["ood/r2"])
 
 
@@ -98,19 +99,19 @@ def test_classification_family_reports_accuracy_and_refuses_regression_only(tiny
   assert evaluators.applicable(cfg) == ("id", "ood", "ood_hotness")
   monkeypatch.setitem(families.REGISTRY, "fake_classes", fake._replace(module_weights=False))
   assert evaluators.applicable(cfg) == ("id", "ood")
-  out = evaluators.make_evaluate(cfg, ("id",))(states, bits_T)
+  out = scaling_train.make_evaluate(cfg, ("id",))(states, bits_T)
   assert set(out) == {"id/loss", "id/acc", "id/acc_all"}
   assert np.all(np.asarray(out["id/acc_all"]) <= np.asarray(out["id/acc"]))
   with pytest.raises(ConfigError, match="more than K modules"):
-    evaluators.make_evaluate(cfg, ("ood_hotness",))
+    scaling_train.make_evaluate(cfg, ("ood_hotness",))
   with pytest.raises(ConfigError, match="regression"):
-    evaluators.make_evaluate(cfg, ("r2_quantiles",))
+    scaling_train.make_evaluate(cfg, ("r2_quantiles",))
 
 
 def test_unknown_evaluator_is_a_config_error():
   cfg = load_config("hyperteacher", "tiny")
   with pytest.raises(ConfigError, match="'evals.nope'.*unknown 'nope'; allowed: id, ood"):
-    evaluators.make_evaluate(cfg, ("id", "nope"))
+    scaling_train.make_evaluate(cfg, ("id", "nope"))
 
 
 def _with_evals(family: str, evals: dict, **overrides):
@@ -147,7 +148,7 @@ def test_bad_evals_entry_names_its_field_before_anything_is_written(family, eval
   cfg = _with_evals(family, evals)
   workdir = str(tmp_path / "never")
   with pytest.raises(ConfigError) as e:
-    loop.train_and_evaluate(cfg, workdir)
+    scaling_train.train_and_evaluate(cfg, workdir)
   assert e.value.field == field, str(e.value)
   assert not os.path.exists(workdir)
 
@@ -158,7 +159,7 @@ def test_each_evaluator_runs_at_its_own_cadence_and_all_at_the_last_step(tmp_pat
   cfg = _with_evals("hyperteacher", {"id": {"every": 50}, "ood": {"every": 100},
                                      "ood_hotness": {"num_tasks": 16}},
                     **{"num_seeds": 1, "train.num_steps": 250, "train.checkpoint_every": 250})
-  loop.train_and_evaluate(cfg, str(tmp_path / "wd"))
+  scaling_train.train_and_evaluate(cfg, str(tmp_path / "wd"))
   rows = metric_writer.read_rows(str(tmp_path / "wd" / workdir_lib.METRICS_FILE))
 
   def steps_with(key):
@@ -173,9 +174,9 @@ def test_each_evaluator_runs_at_its_own_cadence_and_all_at_the_last_step(tmp_pat
 def test_num_tasks_is_per_evaluator(tiny):
   """More ood tasks change ood's numbers and leave id's (drawn with its own num_tasks) alone."""
   cfg, states, bits_T = tiny
-  base = evaluators.make_evaluate(cfg)(states, bits_T)
+  base = scaling_train.make_evaluate(cfg)(states, bits_T)
   more = load_config("hyperteacher", "tiny", **{"evals.ood.num_tasks": 128})
-  out = evaluators.make_evaluate(more)(states, bits_T)
+  out = scaling_train.make_evaluate(more)(states, bits_T)
   assert set(out) == set(base) == {"id/r2", "id/loss", "ood/r2", "ood/loss"}
   np.testing.assert_array_equal(out["id/r2"], base["id/r2"])
   assert not np.any(np.asarray(out["ood/r2"]) == np.asarray(base["ood/r2"]))

@@ -14,9 +14,9 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.evaluation import probes as ridge
 from compgen_jax.images import analysis, evaluate, probes, sampler, scenes
 from compgen_jax.images import model as model_lib
+from compgen_jax.training import ridge
 from compgen_jax.types import CheckpointError
 from tests.helpers import REPO, load_config
 
@@ -118,8 +118,8 @@ def test_evaluation_from_the_checkpoint_reproduces_the_rows(workdir):
 
 
 def test_every_checkpoint_pass_writes_each_step_once(workdir, tmp_path):
-  # the pass mechanism of every family (passes.select_steps / write_pass): tiny checkpoints at
-  # steps 50 and 100; a re-run replaces its steps' rows instead of appending copies
+  # the pass mechanism of every family (training.passes: select_steps / write_pass): tiny
+  # checkpoints at steps 50 and 100; a re-run replaces its steps' rows instead of appending copies
   cfg = load_config("images", "tiny")
   wd = str(tmp_path / "copy")
   shutil.copytree(workdir, wd)

@@ -12,6 +12,7 @@ import pytest
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import train
+from compgen_jax.training import chunk as chunk_lib
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -39,6 +40,27 @@ def test_vmapped_run_equals_solo_run(cfg):
                               jax.tree.map(lambda a: a[0], one.params), atol=1e-5)
   np.testing.assert_allclose(many_metrics["train/loss"][r], one_metrics["train/loss"][0],
                              rtol=1e-5)
+
+
+def test_images_get_the_engines_cpu_run_mapping(cfg):
+  # The engine's "auto" strategy is every family's: on one CPU device the image runs (largest
+  # weight >= chunk.MAP_MIN_WEIGHTS) are stepped one after another, so each run's chunk is the
+  # one-run program bit for bit, where the vmapped program rounds differently.
+  grid = train.run_info(cfg, train.run_grid(cfg))
+  inputs = train.init_inputs(cfg, grid)
+  init = lambda: train.jitted_init(cfg)(*inputs)  # noqa: E731 - the chunks donate their state
+  assert chunk_lib.runs_one_after_another(init().params)
+  auto, _, _ = train.make_chunk(cfg)(init())
+  vmapped, _, _ = train.make_chunk(cfg, "vmap")(init())
+  r = 2
+  solo = jax.jit(lambda s: chunk_lib.scan_one_run(s, step=train.step_one(cfg),
+                                                  length=cfg.train.chunk_size))
+  one, _, _ = solo(jax.tree.map(lambda a: a[r], init()))
+  leaves = lambda tree: jax.tree.leaves(jax.tree.map(lambda a: np.asarray(a[r]), tree))  # noqa: E731
+  assert all(np.array_equal(a, b) for a, b in zip(leaves(auto.params),
+                                                  jax.tree.leaves(one.params), strict=True))
+  assert not all(np.array_equal(a, b) for a, b in zip(leaves(vmapped.params),
+                                                      leaves(auto.params), strict=True))
 
 
 def test_checkpoint_round_trip(cfg, tmp_path):

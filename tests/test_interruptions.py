@@ -10,7 +10,7 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.training import loop
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO, load_config
 
@@ -25,7 +25,7 @@ def test_kills_before_the_first_checkpoint_leave_no_extra_rows(tmp_path):
   are gone after a restart: the rows equal an uninterrupted run's."""
   cfg = _cfg()
   clean = str(tmp_path / "clean")
-  loop.train_and_evaluate(cfg, clean)
+  scaling_train.train_and_evaluate(cfg, clean)
   want = metric_writer.read_rows(os.path.join(clean, workdir_lib.METRICS_FILE))
   killed = str(tmp_path / "killed")
   workdir_lib.prepare(killed, cfg)
@@ -34,7 +34,7 @@ def test_kills_before_the_first_checkpoint_leave_no_extra_rows(tmp_path):
     metric_writer.append_rows(path, want[:50])
   with open(path, "a") as f:
     f.write('{"step": 51, "tra')  # killed mid-write
-  loop.train_and_evaluate(cfg, killed)
+  scaling_train.train_and_evaluate(cfg, killed)
   assert metric_writer.read_rows(path) == want
 
 

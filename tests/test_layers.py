@@ -14,20 +14,19 @@ LAYERS = (
     ("types", "rng", "files"),
     ("workdir", "checkpointing", "checks"),
     ("metric_writer", "cli"),
+    ("training",),  # the engine: family-free (it imports no task, student or application)
     ("tasks", "encodings", "lm"),
     ("students", "composition"),
-    ("run_state",),
-    ("batches",),
-    ("evaluation",),
-    ("training",),
-    ("passes",),
     ("analysis",),
+    ("scaling",),  # paper 1's experiment (hyperteacher, preference); theory builds on it
     ("theory", "letters", "llm_eval", "images"),  # applications
     ("sweeps",),  # launches programs of the applications' binaries (spec.BINARIES)
 )
 APPLICATIONS = set(LAYERS[-2])
 # A read-only leaf: tables, plots and reports from workdir files, never a model or a run.
 ANALYSIS_MAY_IMPORT = {"types", "files", "workdir", "metric_writer", "tasks"}
+# Families that train through the engine alone (the contract: init_one + step + a config).
+ENGINE_ONLY = ("images", "letters")
 PACKAGE = os.path.join(REPO, "compgen_jax")
 
 
@@ -85,6 +84,8 @@ def test_analysis_reads_files_only_and_applications_are_independent():
   assert graph["analysis"] <= ANALYSIS_MAY_IMPORT, graph["analysis"] - ANALYSIS_MAY_IMPORT
   for app in APPLICATIONS:
     assert not graph[app] & (APPLICATIONS - {app}), (app, graph[app] & APPLICATIONS)
+  for app in ENGINE_ONLY:  # their training is the engine's, not the scaling experiment's
+    assert "scaling" not in graph[app], app
 
 
 def test_the_check_sees_an_upward_import(tmp_path):

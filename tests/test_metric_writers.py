@@ -16,8 +16,9 @@ from tensorboardX.record_writer import masked_crc32c
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.training import chunk as chunk_lib
 from compgen_jax.training import loop
-from compgen_jax.training import step as step_lib
 from compgen_jax.types import ConfigError, NonFiniteError
 from tests.helpers import load_config
 
@@ -74,13 +75,17 @@ def scalars(run_dir: str, honour: str = "session_log") -> dict[str, list[tuple[i
   return points
 
 
+# What tells a scaling-experiment row's step and run (the rest are measurements).
+ID_FIELDS = ("step", "run", "seed", "frac_ood", "learning_rate", "weight_decay", "n_train", "n_ood")
+
+
 def expected_scalars(rows: list[dict], run: int) -> dict[str, list[tuple[int, float]]]:
   """What TensorBoard should show for one run: every measured number of its jsonl rows (float32,
   the width of a TensorBoard scalar), at the row's step."""
   expected = {}
   for row in (r for r in rows if r["run"] == run):
     for k, v in row.items():
-      if k not in metric_writer.ID_FIELDS and isinstance(v, float | int):
+      if k not in ID_FIELDS and isinstance(v, float | int):
         expected.setdefault(k, []).append((row["step"], float(np.float32(v))))
   return expected
 
@@ -100,7 +105,7 @@ def both_cfg():
 def uninterrupted(both_cfg, tmp_path_factory):
   """A tiny run with jsonl and TensorBoard, trained in one go: its workdir."""
   workdir = str(tmp_path_factory.mktemp("uninterrupted"))
-  loop.train_and_evaluate(both_cfg, workdir)
+  scaling_train.train_and_evaluate(both_cfg, workdir)
   return workdir
 
 
@@ -117,7 +122,7 @@ def test_tensorboard_has_every_jsonl_value(uninterrupted, both_cfg):
   for run, run_dir in dirs.items():
     shown = scalars(run_dir)
     assert shown == expected_scalars(rows, run)
-    assert not set(shown) & set(metric_writer.ID_FIELDS)
+    assert not set(shown) & set(ID_FIELDS)
     assert {"train/loss", "train/lr", "id/r2", "ood/r2"} <= set(shown)
     assert [s for s, _ in shown["train/loss"]] == list(range(10, 201, 10))
     assert [s for s, _ in shown["ood/r2"]] == [100, 200]
@@ -126,23 +131,23 @@ def test_tensorboard_has_every_jsonl_value(uninterrupted, both_cfg):
 def test_default_writes_no_tensorboard(tmp_path):
   cfg = load_config("hyperteacher", "tiny")
   assert tuple(cfg.train.writers) == ("jsonl",)
-  loop.train_and_evaluate(cfg, str(tmp_path), stop_after=100)
+  scaling_train.train_and_evaluate(cfg, str(tmp_path), stop_after=100)
   assert os.path.exists(tmp_path / workdir_lib.METRICS_FILE)
   assert not os.path.exists(tmp_path / workdir_lib.TENSORBOARD_DIR)
 
 
 def test_resumed_curves_equal_uninterrupted(uninterrupted, both_cfg, tmp_path, monkeypatch):
   workdir = str(tmp_path / "resumed")
-  loop.train_and_evaluate(both_cfg, workdir, stop_after=100)
+  scaling_train.train_and_evaluate(both_cfg, workdir, stop_after=100)
   # An attempt that writes rows past the checkpoint and dies (a non-finite chunk stands in for
   # the kill): its points at steps 110..150 are in the event files.
-  monkeypatch.setattr(step_lib, "all_finite", lambda tree: jax.numpy.asarray(False))
-  loop._make_chunk.cache_clear()
+  monkeypatch.setattr(chunk_lib, "all_finite", lambda tree: jax.numpy.asarray(False))
+  chunk_lib.make_chunk.cache_clear()
   with pytest.raises(NonFiniteError, match="step 150"):
-    loop.train_and_evaluate(both_cfg, workdir)
+    scaling_train.train_and_evaluate(both_cfg, workdir)
   monkeypatch.undo()
-  loop._make_chunk.cache_clear()
-  loop.train_and_evaluate(both_cfg, workdir)
+  chunk_lib.make_chunk.cache_clear()
+  scaling_train.train_and_evaluate(both_cfg, workdir)
 
   reference, resumed = tensorboard_runs(uninterrupted), tensorboard_runs(workdir)
   assert resumed.keys() == reference.keys()
@@ -160,14 +165,14 @@ def test_only_process_0_opens_the_writers(both_cfg, tmp_path, monkeypatch):
   # workdir's metrics.jsonl or event files (an empty append would still cut what looks like a
   # torn last line while process 0 writes; a second TensorBoard writer would purge its events).
   workdir = str(tmp_path / "other")
-  loop.train_and_evaluate(both_cfg, workdir, stop_after=100)
+  scaling_train.train_and_evaluate(both_cfg, workdir, stop_after=100)
   metrics = os.path.join(workdir, workdir_lib.METRICS_FILE)
   with open(metrics, "ab") as f:
     f.write(b'{"step": 1')  # a torn last line, as process 0 mid-write leaves it
   files = {p: open(p, "rb").read() for p in [metrics] + [
       f for d in tensorboard_runs(workdir).values() for f in event_files(d)]}
   monkeypatch.setattr(loop.sharding, "is_main_process", lambda: False)
-  loop.train_and_evaluate(both_cfg, workdir)
+  scaling_train.train_and_evaluate(both_cfg, workdir)
   assert 200 in loop.checkpointing.available_steps(os.path.join(workdir, "checkpoints"))
   for path, content in files.items():
     assert open(path, "rb").read() == content, path
@@ -203,7 +208,8 @@ def test_run_names_and_attempt_order(tmp_path):
            "weight_decay": 3e-3, "n_train": 16, "n_ood": 5, "train/loss": 1.0 + r}
           for r, lr in enumerate((1e-3, 3e-3))]
   for resume_step in (0, 0):
-    writer = metric_writer.make_writer(cfg, str(tmp_path), resume_step)
+    grid = [{k: v for k, v in row.items() if k not in ("step", "train/loss")} for row in rows]
+    writer = metric_writer.make_writer(cfg.train.writers, str(tmp_path), resume_step, grid)
     writer.write(rows)
     writer.close()
   dirs = tensorboard_runs(str(tmp_path))
@@ -222,7 +228,7 @@ def test_run_names_and_attempt_order(tmp_path):
 def test_bad_writers_are_refused_before_writing(writers, match, tmp_path):
   cfg = load_config("hyperteacher", "tiny", **{"train.writers": writers})
   with pytest.raises(ConfigError, match=match) as e:
-    loop.train_and_evaluate(cfg, str(tmp_path / "w"))
+    scaling_train.train_and_evaluate(cfg, str(tmp_path / "w"))
   assert e.value.field == "train.writers"
   assert not os.path.exists(tmp_path / "w")
 

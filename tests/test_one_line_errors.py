@@ -11,7 +11,8 @@ import pytest
 
 from compgen_jax import checkpointing
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.training import loop, runs
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.types import CheckpointError
 from tests.helpers import REPO, load_config
 
@@ -40,7 +41,7 @@ def _one_line(result: subprocess.CompletedProcess, *words: str) -> str:
 def trained(tmp_path_factory):
   """A finished tiny run (checkpoints at steps 50 and 100), as train.py writes it."""
   path = str(tmp_path_factory.mktemp("trained") / "wd")
-  loop.train_and_evaluate(_CFG, path)
+  scaling_train.train_and_evaluate(_CFG, path)
   return path
 
 
@@ -89,7 +90,7 @@ def test_a_truncated_file_is_named_before_orbax_reads_it(trained, tmp_path):
   manifest = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR, "100", "default", "manifest.ocdbt")
   with open(manifest, "r+b") as f:
     f.truncate(os.path.getsize(manifest) // 2)
-  abstract = loop.abstract_state(_CFG, runs.run_grid(_CFG))
+  abstract = scaling_train.abstract_state(_CFG, runs.run_grid(_CFG))
   with pytest.raises(CheckpointError, match=r"step 100 .*default/manifest.ocdbt \(\d+ bytes"):
     checkpointing.restore(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), abstract)
 

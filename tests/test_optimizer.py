@@ -7,7 +7,7 @@ import optax
 import pytest
 
 from compgen_jax.students import registry as students
-from compgen_jax.training import state as state_lib
+from compgen_jax.training import optim as state_lib
 from tests.helpers import load_config
 
 
@@ -54,13 +54,13 @@ def test_weight_decay_value_is_live():
 def test_weight_decay_sweep_changes_the_runs():
   """Through the real training step: runs that differ only in weight decay end apart, and the
   decayed run has the smaller kernel norm."""
-  from compgen_jax.training import loop, runs
-  from compgen_jax.training import step as step_lib
+  from compgen_jax.scaling import runs
+  from compgen_jax.scaling import train as scaling_train
 
   cfg = load_config("hyperteacher", "tiny", **{"num_seeds": 1, "sweep.weight_decay": (0.0, 3.0)})
   grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
-  state = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
-  state, _, _ = step_lib.make_train_chunk(cfg, 50)(state, loop.task_bits(cfg))
+  state = scaling_train.make_init(cfg)(*runs.run_inputs(cfg, grid))
+  state, _, _ = scaling_train.make_chunk(cfg, 50)(state, scaling_train.task_bits(cfg))
   kernels = [np.asarray(p) for p in jax.tree.leaves(state.params) if p.ndim > 2]
   norms = [sum(float(np.sum(k[r] ** 2)) for k in kernels) for r in range(2)]
   assert norms[1] < 0.9 * norms[0], norms

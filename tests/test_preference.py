@@ -7,12 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from compgen_jax import run_state
 from compgen_jax.encodings import registry as encodings
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import state as run_state
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.tasks import gridworld as gw
 from compgen_jax.tasks import latents, losses, preference
 from compgen_jax.tasks import registry as families
-from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -147,7 +148,7 @@ def test_presets_validate(preset):
 
 def test_tiny_preset_learns_above_chance(tmp_path):
   cfg = load_config("preference", "tiny")
-  rows = loop.train_and_evaluate(cfg, str(tmp_path))
+  rows = scaling_train.train_and_evaluate(cfg, str(tmp_path))
   assert len(rows) == cfg.num_seeds
   # Chance is 0.2 (5 actions); the most frequent expert action is about a quarter of all steps.
   assert np.mean([r["id/acc"] for r in rows]) > 0.45

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from compgen_jax import batches, passes
-from compgen_jax.evaluation import activations, probes
-from compgen_jax.training import loop, runs
+from compgen_jax.scaling import activations, batches, passes, probes, runs
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.training import ridge
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -31,14 +31,14 @@ def test_all_at_once_equals_per_target_and_per_lambda_solves(n, d):
   rng = np.random.default_rng(0)
   x = jnp.asarray(rng.normal(size=(n, d)), jnp.float32)
   y = jnp.asarray(rng.normal(size=(n, 4)) + 3.0, jnp.float32)
-  w, b = jax.jit(probes.ridge_fit)(x, y, jnp.asarray(LAMBDAS))
+  w, b = jax.jit(ridge.ridge_fit)(x, y, jnp.asarray(LAMBDAS))
   chex.assert_shape((w, b), ((len(LAMBDAS), d, 4), (len(LAMBDAS), 4)))
   for a, lam in enumerate(LAMBDAS):
     w_ref, b_ref = _reference(x, y, lam)
     np.testing.assert_allclose(w[a], w_ref, atol=2e-5)
     np.testing.assert_allclose(b[a], b_ref, atol=2e-5)
     for k in range(4):  # one target alone gives the same column
-      w_k, b_k = probes.ridge_fit(x, y[:, k:k + 1], jnp.asarray([lam]))
+      w_k, b_k = ridge.ridge_fit(x, y[:, k:k + 1], jnp.asarray([lam]))
       np.testing.assert_allclose(w_k[0, :, 0], w[a, :, k], atol=2e-5)
       np.testing.assert_allclose(b_k[0, 0], b[a, k], atol=2e-5)
 
@@ -52,7 +52,7 @@ def test_probe_recovers_planted_map_and_not_random_target():
   y = jnp.asarray(np.concatenate([planted, unrelated], axis=1), jnp.float32)
   x = jnp.asarray(x, jnp.float32)
   half = n // 2
-  r2 = probes.fit_and_score(x[:half], y[:half], {"test": (x[half:], y[half:])},
+  r2 = ridge.fit_and_score(x[:half], y[:half], {"test": (x[half:], y[half:])},
                             jnp.asarray([1.0]))["test"][0]
   assert np.all(np.asarray(r2[:3]) > 0.999)
   assert np.all(np.abs(np.asarray(r2[3:])) < 0.05)
@@ -61,7 +61,7 @@ def test_probe_recovers_planted_map_and_not_random_target():
 def test_constant_target_column_is_nan():
   x = jnp.asarray(np.random.default_rng(2).normal(size=(50, 3)), jnp.float32)
   y = jnp.concatenate([x[:, :1], jnp.zeros((50, 1)), jnp.full((50, 1), 0.7)], axis=1)
-  r2 = np.asarray(probes.r2_per_target(y, y))
+  r2 = np.asarray(ridge.r2_per_target(y, y))
   assert r2[0] == 1.0 and np.isnan(r2[1:]).all()
 
 
@@ -72,8 +72,8 @@ def test_zero_padding_leaves_the_probe_unchanged():
   stacked = activations.stack({"narrow": x, "wide": jnp.zeros((80, 10))})
   chex.assert_shape(stacked, (2, 80, 10))
   lam = jnp.asarray([1.0])
-  want = probes.ridge_predict(*probes.ridge_fit(x, y, lam), x)
-  got = probes.ridge_predict(*probes.ridge_fit(stacked[0], y, lam), stacked[0])
+  want = ridge.ridge_predict(*ridge.ridge_fit(x, y, lam), x)
+  got = ridge.ridge_predict(*ridge.ridge_fit(stacked[0], y, lam), stacked[0])
   np.testing.assert_allclose(got, want, atol=1e-5)
 
 
@@ -82,7 +82,7 @@ def tiny_states():
   cfg = load_config("hyperteacher", "tiny", **{"probe.num_tasks": 256})
   grid = runs.run_grid(cfg)
   runs.precompute_splits(cfg, grid)
-  return cfg, loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
+  return cfg, scaling_train.make_init(cfg)(*runs.run_inputs(cfg, grid))
 
 
 def test_probe_pass_shapes_names_and_input_decoder(tiny_states):
@@ -90,7 +90,7 @@ def test_probe_pass_shapes_names_and_input_decoder(tiny_states):
   one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), states)
   names = activations.layer_names(one, cfg)
   assert names == ("input", "dense_0", "dense_1", "readout")
-  out = probes.make_probe(cfg)(states, loop.task_bits(cfg))
+  out = probes.make_probe(cfg)(states, scaling_train.task_bits(cfg))
   assert sorted(out) == ["theta/id", "theta/ood", "z/id", "z/ood"]
   chex.assert_shape(list(out.values()), (cfg.num_seeds, len(names), len(cfg.probe.lambdas)))
   # phi(z) = z for the identity encoding: the input decoder is nearly exact (ridge shrinkage).

@@ -13,7 +13,7 @@ against an independent numpy teacher in test_hyperteacher.py.
 
 import numpy as np
 
-from compgen_jax.training import loop
+from compgen_jax.scaling import train as scaling_train
 from tests.helpers import load_config
 
 STEPS = 600
@@ -27,7 +27,7 @@ def test_mlp_4x256_at_paper_lr_learns_the_real_teacher(tmp_path):
       "train.checkpoint_every": STEPS, "train.progress": False})
   assert cfg.optim.learning_rate == 3e-4 and cfg.optim.weight_decay == 3e-3
   assert cfg.train.batch_size == 128 and cfg.task.num_samples == 16
-  rows = loop.train_and_evaluate(cfg, str(tmp_path / "ref"))
+  rows = scaling_train.train_and_evaluate(cfg, str(tmp_path / "ref"))
   ood = float(np.mean([r["ood/r2"] for r in rows]))
   print(f"OOD R^2 after {STEPS} steps: {ood:.4f}")
   assert ood > MIN_OOD_R2, ood

@@ -29,8 +29,9 @@ import json, os, sys
 import jax
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.training import loop, runs, sharding
-from compgen_jax.training import step as step_lib
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.training import loop, sharding
 from tests.helpers import load_config
 
 cfg = load_config("hyperteacher", "tiny", **json.loads(sys.argv[1]))
@@ -39,9 +40,9 @@ for job, workdir, stop_after in json.loads(sys.argv[2]):
   if job == "inspect":
     mesh = sharding.make_mesh()
     grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
-    _, state = loop.restore_or_init(loop.trainable(cfg, grid), workdir, mesh)
-    bits_T = sharding.replicate(loop.task_bits(cfg), mesh)
-    chunk = step_lib.make_train_chunk(cfg, cfg.train.chunk_size)
+    _, state = loop.restore_or_init(scaling_train.family(cfg, grid), workdir, mesh)
+    bits_T = sharding.replicate(scaling_train.task_bits(cfg), mesh)
+    chunk = scaling_train.make_chunk(cfg, cfg.train.chunk_size)
     hlo = chunk.lower(state, bits_T).compile().as_text()
     def placement(tree):
       return sorted({(len(a.sharding.device_set), a.addressable_shards[0].data.shape[0],
@@ -53,11 +54,11 @@ for job, workdir, stop_after in json.loads(sys.argv[2]):
     out["collectives"] = [op for op in ("all-gather", "all-reduce", "all-to-all",
                                         "collective-permute", "reduce-scatter") if op in hlo]
   elif job == "passes":  # standalone evaluate and probe over the workdir's checkpoints
-    from compgen_jax import passes
+    from compgen_jax.scaling import passes
     out[workdir] = {"eval": passes.evaluate_workdir(workdir, every=True),
                     "probe": passes.probe_workdir(workdir)}
   else:
-    loop.train_and_evaluate(cfg, workdir, stop_after)
+    scaling_train.train_and_evaluate(cfg, workdir, stop_after)
     out[workdir] = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
 print(json.dumps(out))
 """

@@ -19,8 +19,8 @@ import pytest
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.sweeps import launch, slurm, spec
-from compgen_jax.training import loop
 from tests import slurm_cluster
 from tests.helpers import REPO
 
@@ -75,7 +75,7 @@ def _one_go_rows(spec_: str, directory) -> list[dict]:
   program = sweep.programs[0]
   cfg = spec.program_config(spec.resolve_base(sweep.base), program.name,
                             {**sweep.overrides, **program.overrides})
-  loop.train_and_evaluate(cfg, program.workdir)
+  scaling_train.train_and_evaluate(cfg, program.workdir)
   return _rows(program.workdir)
 
 

@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.tasks import combinatorics as cb
 from compgen_jax.tasks import latents, splits
 from compgen_jax.tasks import supports as sp
-from compgen_jax.training import loop, runs
 from tests.helpers import load_config
 from tests.test_supports import CASES, PAPER_GRID, SEED, _accepted, _n_train
 
@@ -74,7 +75,7 @@ def test_precompute_builds_the_splits_training_uses(monkeypatch):
   grid = runs.run_grid(cfg)
   runs.precompute_splits(cfg, grid)
   assert len(drawn) == len(grid) == 4
-  states = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
+  states = scaling_train.make_init(cfg)(*runs.run_inputs(cfg, grid))
   assert len(drawn) == len(grid)  # every callback found its precomputed split
   n_ood = np.asarray(states.task["split"].n_ood)
   assert n_ood.tolist() == [math.floor(300 * Fraction(str(run["frac_ood"]))) for run in grid]

@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from compgen_jax.evaluation import activations
-from compgen_jax.training import loop, runs
-from compgen_jax.training.state import init_run
+from compgen_jax.scaling import activations, runs
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.scaling.state import init_run
 from tests.helpers import load_config
 
 # The transformer gets a warm-up, a larger step and 400 steps for margin (id R^2 about 0.8; the
@@ -24,15 +24,16 @@ CASES = {
 
 def _untrained_id_r2(cfg) -> float:
   keys, hparams = runs.run_inputs(cfg, runs.run_grid(cfg))
-  states = loop.make_init(cfg)(keys, hparams)
+  states = scaling_train.make_init(cfg)(keys, hparams)
   # The loop's cached evaluator: the same compiled program that scored the trained runs.
-  return float(np.mean(loop._make_evaluate(cfg)(states, loop.task_bits(cfg))["id/r2"]))
+  bits_T = scaling_train.task_bits(cfg)
+  return float(np.mean(scaling_train.make_evaluate(cfg)(states, bits_T)["id/r2"]))
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_student_learns(case, tmp_path):
   cfg = load_config("hyperteacher", "tiny", **CASES[case])
-  rows = loop.train_and_evaluate(cfg, str(tmp_path))
+  rows = scaling_train.train_and_evaluate(cfg, str(tmp_path))
   trained = float(np.mean([r["id/r2"] for r in rows]))
   untrained = _untrained_id_r2(cfg)
   assert trained > 0.3, (case, trained)

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from compgen_jax.analysis import paper, sweep_report
+from compgen_jax.scaling import runs
 from compgen_jax.sweeps import grid, spec
 from compgen_jax.tasks import combinatorics, supports
-from compgen_jax.training import runs
 from tests.helpers import REPO
 
 SWEEPS = sorted(os.path.splitext(os.path.basename(p))[0]

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from compgen_jax.evaluation import evaluators
-from compgen_jax.training import config as training_config
+from compgen_jax.scaling import config as training_config
+from compgen_jax.scaling import evaluators
 from tests.helpers import REPO, load_config
 
 

@@ -9,12 +9,14 @@ import jax
 import numpy as np
 import pytest
 
-from compgen_jax import checkpointing, metric_writer, run_state
+from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import state as run_state
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.scaling.state import init_run
 from compgen_jax.students import registry as students
-from compgen_jax.training import loop, runs
-from compgen_jax.training import step as step_lib
-from compgen_jax.training.state import init_run
+from compgen_jax.training import chunk as chunk_lib
 from compgen_jax.types import ConfigError, NonFiniteError
 from tests.helpers import load_config
 
@@ -28,7 +30,7 @@ def tiny_cfg():
 def finished(tiny_cfg, tmp_path_factory):
   """An uninterrupted tiny run: (workdir, final rows)."""
   workdir = str(tmp_path_factory.mktemp("uninterrupted"))
-  return workdir, loop.train_and_evaluate(tiny_cfg, workdir)
+  return workdir, scaling_train.train_and_evaluate(tiny_cfg, workdir)
 
 
 def test_tiny_preset_learns(finished, tiny_cfg):
@@ -63,14 +65,15 @@ def test_tiny_preset_learns(finished, tiny_cfg):
 def test_vmapped_run_equals_solo_run(tiny_cfg, strategy):
   grid = runs.run_grid(tiny_cfg)
   keys, hparams = runs.run_inputs(tiny_cfg, grid)
-  stacked = loop.make_init(tiny_cfg)(keys, hparams)
+  stacked = scaling_train.make_init(tiny_cfg)(keys, hparams)
   solo = jax.jit(lambda k, h: init_run(k, h, tiny_cfg))(keys[1], jax.tree.map(
       lambda a: a[1], hparams))
   chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], stacked), solo)
-  bits = loop.task_bits(tiny_cfg)
-  chunk = step_lib.make_train_chunk(tiny_cfg, 20, strategy)
+  bits = scaling_train.task_bits(tiny_cfg)
+  chunk = scaling_train.make_chunk(tiny_cfg, 20, strategy)
   stacked, metrics, ok = chunk(stacked, bits)
-  solo_chunk = jax.jit(lambda s, b: step_lib._chunk_one_run(s, b, tiny_cfg, 20))
+  solo_chunk = jax.jit(lambda s, b: chunk_lib.scan_one_run(
+      s, b, step=scaling_train.step_one(tiny_cfg), length=20))
   solo, solo_metrics, solo_ok = solo_chunk(solo, bits)
   assert metrics["train/loss"].shape == (len(grid), 20) and ok.shape == (len(grid),)
   if strategy == "map":  # each run is the one-run program: the same bits
@@ -96,16 +99,17 @@ def test_on_one_cpu_the_chunk_runs_the_one_run_programs_matmuls():
 
   for width, mapped in ((128, True), (64, False)):
     cfg = load_config("hyperteacher", "tiny", **{"student.mlp.width": width})
-    state = loop.abstract_state(cfg, runs.run_grid(cfg))
-    assert step_lib.runs_one_after_another(state.params) == mapped
+    state = scaling_train.abstract_state(cfg, runs.run_grid(cfg))
+    assert chunk_lib.runs_one_after_another(state.params) == mapped
     one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), state)
-    bits = loop.task_bits(cfg)
-    solo = dots(jax.jit(lambda s, b, cfg=cfg: step_lib._chunk_one_run(s, b, cfg, 5)), one, bits)
-    vmapped = dots(step_lib.make_train_chunk(cfg, 5, "vmap"), state, bits)
+    bits = scaling_train.task_bits(cfg)
+    solo = dots(jax.jit(lambda s, b, cfg=cfg: chunk_lib.scan_one_run(
+        s, b, step=scaling_train.step_one(cfg), length=5)), one, bits)
+    vmapped = dots(scaling_train.make_chunk(cfg, 5, "vmap"), state, bits)
     assert solo and vmapped != solo
-    assert dots(step_lib.make_train_chunk(cfg, 5), state, bits) == (solo if mapped else vmapped)
+    assert dots(scaling_train.make_chunk(cfg, 5), state, bits) == (solo if mapped else vmapped)
   with pytest.raises(ValueError, match="unknown strategy"):
-    step_lib.make_train_chunk(cfg, 5, "loop")
+    scaling_train.make_chunk(cfg, 5, "loop")
 
 
 def test_resume_after_stop_and_nonfinite_equals_uninterrupted(finished, tiny_cfg, tmp_path,
@@ -113,19 +117,19 @@ def test_resume_after_stop_and_nonfinite_equals_uninterrupted(finished, tiny_cfg
   reference_dir, reference_rows = finished
   workdir = str(tmp_path / "resumed")
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
-  loop.train_and_evaluate(tiny_cfg, workdir, stop_after=100)
+  scaling_train.train_and_evaluate(tiny_cfg, workdir, stop_after=100)
   assert checkpointing.available_steps(ckpt_dir) == [100]
 
   # A chunk that goes non-finite: clear error, the good checkpoint survives.
-  monkeypatch.setattr(step_lib, "all_finite", lambda tree: jax.numpy.asarray(False))
-  loop._make_chunk.cache_clear()
+  monkeypatch.setattr(chunk_lib, "all_finite", lambda tree: jax.numpy.asarray(False))
+  chunk_lib.make_chunk.cache_clear()
   with pytest.raises(NonFiniteError, match="step 150"):
-    loop.train_and_evaluate(tiny_cfg, workdir)
+    scaling_train.train_and_evaluate(tiny_cfg, workdir)
   assert checkpointing.available_steps(ckpt_dir) == [100]
   monkeypatch.undo()
-  loop._make_chunk.cache_clear()
+  chunk_lib.make_chunk.cache_clear()
 
-  rows = loop.train_and_evaluate(tiny_cfg, workdir)
+  rows = scaling_train.train_and_evaluate(tiny_cfg, workdir)
   assert rows == reference_rows
   assert (metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
           == metric_writer.read_rows(os.path.join(reference_dir, workdir_lib.METRICS_FILE)))
@@ -136,7 +140,7 @@ def test_workdir_with_other_config_is_refused(finished, tiny_cfg):
   before = metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE))
   other = load_config("hyperteacher", "tiny", **{"optim.learning_rate": 1e-2})
   with pytest.raises(ConfigError, match="different config"):
-    loop.train_and_evaluate(other, workdir)
+    scaling_train.train_and_evaluate(other, workdir)
   assert metric_writer.read_rows(os.path.join(workdir, workdir_lib.METRICS_FILE)) == before
 
 
@@ -148,7 +152,7 @@ def test_sweep_axes_multiply_seeds(tiny_cfg):
   assert {r["frac_ood"] for r in grid} == {0.2, 0.5}
   runs.precompute_splits(cfg, grid)
   keys, hparams = runs.run_inputs(cfg, grid)
-  state = loop.make_init(cfg)(keys, hparams)
+  state = scaling_train.make_init(cfg)(keys, hparams)
   n_ood = np.asarray(state.task["split"].n_ood)
   assert sorted(set(n_ood.tolist())) == [int(21 * 0.2), int(21 * 0.5)]
   np.testing.assert_allclose(state.opt_state.hyperparams["learning_rate"],
@@ -187,7 +191,7 @@ def test_bad_config_raises_before_anything_is_written(overrides, field, tmp_path
   cfg = load_config("hyperteacher", "tiny", **overrides)
   workdir = str(tmp_path / "never")
   with pytest.raises(ConfigError, match=field):
-    loop.train_and_evaluate(cfg, workdir)
+    scaling_train.train_and_evaluate(cfg, workdir)
   assert not os.path.exists(workdir)
 
 
@@ -199,7 +203,7 @@ def test_evaluator_the_family_cannot_use_is_refused_before_config_json(tmp_path)
     cfg.evals.ood_hotness = {}
   workdir = str(tmp_path / "never")
   with pytest.raises(ConfigError, match="evals.ood_hotness"):
-    loop.train_and_evaluate(cfg, workdir)
+    scaling_train.train_and_evaluate(cfg, workdir)
   assert not os.path.exists(workdir)
 
 
@@ -215,17 +219,17 @@ def test_run_in_a_sweep_grid_equals_the_solo_run_with_its_key_and_values():
   states = []
   for cfg in (grid_cfg, solo_cfg):
     grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
-    state = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
+    state = scaling_train.make_init(cfg)(*runs.run_inputs(cfg, grid))
     i = next(r["run"] for r in grid if r["seed"] == 0 and r["learning_rate"] == 3e-3
              and r["frac_ood"] == 0.5)
     initial = jax.tree.map(lambda a, i=i: np.asarray(a[i]), (state.task, state.params))
-    state, _, _ = step_lib.make_train_chunk(cfg, 50)(state, loop.task_bits(cfg))
+    state, _, _ = scaling_train.make_chunk(cfg, 50)(state, scaling_train.task_bits(cfg))
     states.append((initial, jax.tree.map(lambda a, i=i: np.asarray(a[i]), state.params)))
   (grid_init, grid_params), (solo_init, solo_params) = states
   for a, b in zip(jax.tree.leaves(grid_init), jax.tree.leaves(solo_init), strict=True):
     np.testing.assert_array_equal(a, b)
   chex.assert_trees_all_close(grid_params, solo_params, rtol=1e-5, atol=1e-6)
-  if step_lib.runs_one_after_another(jax.tree.map(lambda a: a[None], grid_params)):  # [1, ...]
+  if chunk_lib.runs_one_after_another(jax.tree.map(lambda a: a[None], grid_params)):  # [1, ...]
     chex.assert_trees_all_equal(grid_params, solo_params)
 
 
@@ -234,8 +238,8 @@ def test_log_every_rows_are_window_aggregates_of_the_per_step_rows(tmp_path):
   gradient norm of the per-step rows of the same run; evaluation rows unchanged."""
   per_step = load_config("hyperteacher", "tiny", **{"train.log_every": 1, "num_seeds": 1})
   windowed = load_config("hyperteacher", "tiny", **{"train.log_every": 25, "num_seeds": 1})
-  fine = loop.train_and_evaluate(per_step, str(tmp_path / "fine"))
-  coarse = loop.train_and_evaluate(windowed, str(tmp_path / "coarse"))
+  fine = scaling_train.train_and_evaluate(per_step, str(tmp_path / "fine"))
+  coarse = scaling_train.train_and_evaluate(windowed, str(tmp_path / "coarse"))
   rows = {}
   for name in ("fine", "coarse"):
     rows[name] = metric_writer.read_rows(str(tmp_path / name / workdir_lib.METRICS_FILE))

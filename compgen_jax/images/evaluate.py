@@ -15,11 +15,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import passes, rng
+from compgen_jax import rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import detector, sampler, scenes
 from compgen_jax.images import train as train_lib
-from compgen_jax.training import state as state_lib
+from compgen_jax.training import passes as engine_passes
+from compgen_jax.training.cache import cache_by_config
 
 GRID_DIR = "grids"
 SPLITS = {"id": ("train_idx", "n_train", "test"), "ood": ("ood_idx", "n_ood", "ood")}
@@ -58,7 +59,7 @@ def evaluate_run(state: train_lib.ImageState, cfg: ml_collections.ConfigDict) ->
   return out
 
 
-@state_lib.cache_by_config
+@cache_by_config
 def make_evaluate(cfg: ml_collections.ConfigDict):
   """jit(vmap over runs) of evaluate_run."""
   return jax.jit(jax.vmap(functools.partial(evaluate_run, cfg=cfg)))
@@ -127,7 +128,7 @@ def prompt_label(shapes_K, colours_K) -> str:
                     for s, c in zip(shapes_K, colours_K, strict=True))
 
 
-@state_lib.cache_by_config
+@cache_by_config
 def _jitted_sample(cfg: ml_collections.ConfigDict):
   geo = scenes.geometry(cfg.scene)
   return jax.jit(lambda params, key, shapes, colours: sample_and_detect(
@@ -152,12 +153,12 @@ def write_grid(state: train_lib.ImageState, run: int, cfg, path: str) -> str:
 
 def evaluate_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None,
                      grids: bool = True, every: bool = False) -> list[dict]:
-  """Evaluates the selected checkpoints (passes.select_steps: default the latest; `every`: all)
-  and writes each step's rows to eval.jsonl as it is done, replacing rows of the same step
-  (passes.write_pass), with the seed-0 runs' sample grids; returns the rows."""
+  """Evaluates the selected checkpoints (training.passes.select_steps: the latest by default;
+  `every`: all) and writes each step's rows to eval.jsonl as it is done, replacing rows of the
+  same step (training.passes.write_pass), with the seed-0 runs' sample grids; returns the rows."""
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
   geo = scenes.geometry(cfg.scene)
-  steps = passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step, every)
+  steps = engine_passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step, every)
 
   def rows_of_step(s: int) -> list[dict]:
     _, state = train_lib.restore(cfg, workdir, s)
@@ -169,4 +170,4 @@ def evaluate_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | N
               workdir, GRID_DIR, f"step{s}_coverage{run['coverage']:g}_seed0.png"))
     return new
 
-  return passes.write_pass(os.path.join(workdir, workdir_lib.EVAL_FILE), steps, rows_of_step)
+  return engine_passes.write_pass(os.path.join(workdir, workdir_lib.EVAL_FILE), steps, rows_of_step)

@@ -1,7 +1,7 @@
 """Linear probes from every feature layer to each slot's shape and colour, on the model's own
 sampling trajectory (step 0 is pure noise, t = 1), never on forward-noised ground truth.
 
-One ridge solve (evaluation/probes.ridge_fit) per (sampler step, layer, fit set) predicts the
+One ridge solve (training/ridge.py) per (sampler step, layer, fit set) predicts the
 one-hot codes of all slots and attributes at once; a (slot, attribute) is decoded by the argmax
 over its block. Fit sets: `all`, num_fit prompts of the run's training combinations; `fixed`,
 num_fit prompts of a fixed number (probe.control_combos) of them, so probe data does not grow
@@ -17,12 +17,13 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import checks, passes, rng
+from compgen_jax import checks, rng
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.evaluation import probes as ridge
 from compgen_jax.images import sampler, scenes, split
 from compgen_jax.images import train as train_lib
-from compgen_jax.training import state as state_lib
+from compgen_jax.training import passes as engine_passes
+from compgen_jax.training import ridge
+from compgen_jax.training.cache import cache_by_config
 from compgen_jax.types import ConfigError
 
 VARIANTS = ("all", "fixed")
@@ -131,7 +132,7 @@ def _fit_all(feats, shapes_RxNxK, colours_RxNxK, cfg):
   return {k: jnp.stack([r[k] for r in per_layer], 2) for k in per_layer[0]}
 
 
-@state_lib.cache_by_config
+@cache_by_config
 def make_probe(cfg: ml_collections.ConfigDict):
   """states -> {'ood/<variant>', 'id/all': acc [R, P, L, A, K, 2], 'concept/all': recall
   [R, P, L, A, K, 2, V]} over runs, kept sampler steps, layers and lambdas: the sampling pass
@@ -185,13 +186,16 @@ def rows(result: dict, grid: list[dict], step: int, cfg: ml_collections.ConfigDi
 
 def probe_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None,
                   every: bool = False) -> list[dict]:
-  """Probes every run on the selected checkpoints (passes.select_steps: default the latest;
-  `every`: all), replacing each step's rows of probes.jsonl (passes.write_pass); returns them."""
+  """Probes every run on the selected checkpoints (training.passes.select_steps: the latest by
+  default; `every`: all), replacing each step's rows of probes.jsonl (training.passes.write_pass);
+  returns them."""
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
-  steps = passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step, every)
+  steps = engine_passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step,
+                                     every)
 
   def rows_of_step(s: int) -> list[dict]:
     _, state = train_lib.restore(cfg, workdir, s)
     return rows(make_probe(cfg)(state), grid, s, cfg)
 
-  return passes.write_pass(os.path.join(workdir, workdir_lib.PROBE_FILE), steps, rows_of_step)
+  return engine_passes.write_pass(os.path.join(workdir, workdir_lib.PROBE_FILE), steps,
+                                  rows_of_step)

@@ -1,6 +1,7 @@
-"""Training the image runs (seeds x coverage levels, one vmapped program): init_run and the
-jitted scan chunk, trained by the one loop (training.loop.run: resume, sharding over devices,
-NaN stop, the metric writers, progress bar)."""
+"""Training the image runs (seeds x coverage levels, one program): the family's one-run
+functions, init_run and train_step, trained by the engine (training.loop.run: vmap or map over
+the runs, scan chunks, resume, sharding over devices, NaN stop, the metric writers, progress
+bar)."""
 
 import functools
 import itertools
@@ -14,16 +15,15 @@ import ml_collections
 import numpy as np
 import optax
 
-from compgen_jax import checkpointing, checks, metric_writer, rng
+from compgen_jax import checkpointing, checks, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.images import model as model_lib
 from compgen_jax.images import sampler, scenes, split
 from compgen_jax.tasks import splits as task_splits
-from compgen_jax.training import loop, sharding
-from compgen_jax.training import runs as train_runs
-from compgen_jax.training import state as state_lib
-from compgen_jax.training import step as step_lib
-from compgen_jax.types import ConfigError
+from compgen_jax.training import chunk as chunk_lib
+from compgen_jax.training import loop, optim
+from compgen_jax.training.cache import cache_by_config
+from compgen_jax.training.config import validate_train
 
 HPARAMS = ("coverage",)
 
@@ -53,17 +53,8 @@ def validate(cfg: ml_collections.ConfigDict) -> scenes.Geometry:
   for name in ("cond_dropout", "ema_decay"):
     checks.number(f"flow.{name}", cfg.flow[name], 0, 1, high_open=True)
   checks.positive("optim.learning_rate", cfg.optim.learning_rate)
-  for name in ("num_steps", "batch_size", "chunk_size", "checkpoint_every", "log_every"):
-    checks.positive(f"train.{name}", cfg.train[name])
-  train_runs.validate_schedule(cfg.optim, cfg.train.num_steps)
-  metric_writer.validate_writers(cfg.train.writers)
-  if cfg.train.chunk_size % cfg.train.log_every:
-    raise ConfigError("train.log_every", f"must divide train.chunk_size ({cfg.train.chunk_size})"
-                      f", got {cfg.train.log_every}")
-  for name in ("checkpoint_every", "num_steps"):
-    if cfg.train[name] % cfg.train.chunk_size:
-      raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
-                        f"({cfg.train.chunk_size}), got {cfg.train[name]}")
+  validate_train(cfg.train)
+  optim.validate_schedule(cfg.optim, cfg.train.num_steps)
   return geo
 
 
@@ -93,14 +84,19 @@ def init_run(key: jax.Array, coverage: jax.Array, run_split: split.Split,
   """One run: student parameters (and their EMA copy) from the `student` stream, optimiser."""
   params = model_lib.init(rng.stream(key, "student"), cfg.model, scenes.geometry(cfg.scene))
   return ImageState(step=jnp.zeros((), jnp.int32), key=jax.random.key_data(key), params=params,
-                    ema=params, opt_state=state_lib.optimizer(cfg.optim).init(params),
+                    ema=params, opt_state=optim.optimizer(cfg.optim).init(params),
                     split=run_split, hparams={"coverage": jnp.asarray(coverage, jnp.float32)})
 
 
-@state_lib.cache_by_config
-def jitted_init(cfg: ml_collections.ConfigDict, out_shardings=None):
-  init = jax.vmap(functools.partial(init_run, cfg=cfg))
-  return jax.jit(init) if out_shardings is None else jax.jit(init, out_shardings=out_shardings)
+@cache_by_config
+def init_one(cfg: ml_collections.ConfigDict):
+  """(key, coverage, split) -> one run's state, one object per config (compiled once)."""
+  return functools.partial(init_run, cfg=cfg)
+
+
+def jitted_init(cfg: ml_collections.ConfigDict):
+  """jit(vmap(init_run)) over stacked (keys, coverages, splits)."""
+  return loop.jitted_init(init_one(cfg))
 
 
 def init_inputs(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None):
@@ -114,9 +110,9 @@ def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
   geo = scenes.geometry(cfg.scene)
   R, T = len(grid), geo.num_combos
   vec, scalar = jax.ShapeDtypeStruct((R, T), jnp.int32), jax.ShapeDtypeStruct((R,), jnp.int32)
-  return jax.eval_shape(jitted_init(cfg), run_keys(cfg, grid),
-                        jax.ShapeDtypeStruct((R,), jnp.float32), split.Split(vec, scalar, vec,
-                                                                              scalar))
+  return loop.abstract_state(init_one(cfg), (
+      run_keys(cfg, grid), jax.ShapeDtypeStruct((R,), jnp.float32),
+      split.Split(vec, scalar, vec, scalar)))
 
 
 def draw_scenes(key, idx_T, count, n: int, geo: scenes.Geometry):
@@ -129,7 +125,7 @@ def draw_scenes(key, idx_T, count, n: int, geo: scenes.Geometry):
 
 
 def train_step(state: ImageState, cfg: ml_collections.ConfigDict):
-  """One AdamW step of the x0 flow-matching loss on a batch rendered on the device."""
+  """One run's AdamW step of the x0 flow-matching loss on a batch rendered on the device."""
   geo = scenes.geometry(cfg.scene)
   table = scenes.cell_table(geo)
   key = rng.step_key(rng.stream(run_key(state), "train"), state.step)
@@ -145,9 +141,9 @@ def train_step(state: ImageState, cfg: ml_collections.ConfigDict):
   loss, grads = jax.value_and_grad(model_lib.flow_loss)(state.params, x0, t, eps, cond,
                                                         cfg.model, geo)
   opt_state = state.opt_state
-  opt_state.hyperparams["learning_rate"] = cfg.optim.learning_rate * state_lib.lr_factor(
+  opt_state.hyperparams["learning_rate"] = cfg.optim.learning_rate * optim.lr_factor(
       state.step, cfg.optim, cfg.train.num_steps)
-  updates, opt_state = state_lib.optimizer(cfg.optim).update(grads, opt_state, state.params)
+  updates, opt_state = optim.optimizer(cfg.optim).update(grads, opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   # Warm-up of the decay, (1 + step) / (10 + step) while below ema_decay: early on the EMA
   # follows the weights instead of averaging in their initial values.
@@ -159,17 +155,16 @@ def train_step(state: ImageState, cfg: ml_collections.ConfigDict):
   return state.replace(step=state.step + 1, params=params, ema=ema, opt_state=opt_state), metrics
 
 
-@state_lib.cache_by_config
-def make_chunk(cfg: ml_collections.ConfigDict):
-  """jit(vmap over runs of scan over chunk_size steps), donating the state:
-  states -> (states, metrics {name: [R, steps]}, finite [R])."""
-  def one_run(state):
-    state, metrics = jax.lax.scan(lambda s, _: train_step(s, cfg), state,
-                                  length=cfg.train.chunk_size)
-    finite = step_lib.all_finite(state.params) & jnp.all(jnp.isfinite(metrics["train/loss"]))
-    return state, metrics, finite
+@cache_by_config
+def step_one(cfg: ml_collections.ConfigDict):
+  """state -> (state, metrics): one run's training step, one object per config."""
+  return functools.partial(train_step, cfg=cfg)
 
-  return jax.jit(jax.vmap(one_run), donate_argnums=0)
+
+def make_chunk(cfg: ml_collections.ConfigDict, strategy: str = "auto"):
+  """The engine's jitted chunk of train.chunk_size steps: states -> (states, metrics
+  {name: [R, steps]}, finite [R]), donating the state."""
+  return chunk_lib.make_chunk(step_one(cfg), cfg.train.chunk_size, strategy)
 
 
 def run_info(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None) -> list[dict]:
@@ -185,16 +180,11 @@ def restore(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = Non
                                abstract_state(cfg, run_grid(cfg)), step)
 
 
-def trainable(cfg: ml_collections.ConfigDict, grid: list[dict], splits) -> loop.Trainable:
-  """The image runs of `grid` (run_info) for the one loop; no evaluator during training (images
+def family(cfg: ml_collections.ConfigDict, grid: list[dict], splits) -> loop.Family:
+  """The image runs of `grid` (run_info) for the engine; no evaluator during training (images
   are sampled and checked from the checkpoints: evaluate.py, probes.py)."""
-  def init(mesh):
-    return sharding.init_runs(lambda out: jitted_init(cfg, out), init_inputs(cfg, grid, splits),
-                              len(grid), mesh)
-
-  return loop.Trainable(grid=grid, init=init,
-                        abstract=lambda: abstract_state(cfg, run_grid(cfg)),
-                        chunk=make_chunk(cfg))
+  return loop.Family(grid=grid, init_one=init_one(cfg), inputs=init_inputs(cfg, grid, splits),
+                     step=step_one(cfg))
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None = None
@@ -204,5 +194,5 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None =
   last step's rows."""
   validate(cfg)
   splits = host_splits(cfg, run_grid(cfg))  # an impossible split fails here, before any file
-  return loop.run(trainable(cfg, run_info(cfg, run_grid(cfg), splits), splits), cfg, workdir,
+  return loop.run(family(cfg, run_info(cfg, run_grid(cfg), splits), splits), cfg, workdir,
                   stop_after)

@@ -11,9 +11,9 @@ the checkpoints' stacked layout the models are restored against. Results: every 
 experiment runs first; then each one's rows and plot replace W/<name>/results.jsonl and plot.png
 by atomic renames, so a failing pass leaves earlier results byte-identical. Nothing else in W is
 written: no training metrics, no checkpoint. The checkpoints are each phase's final one, picked
-by passes.select_steps as every checkpoint pass picks its steps; the rows are per experiment, not
-per checkpoint step, so a re-run replaces an experiment's results.jsonl whole (where the other
-passes replace the rows of their step: passes.write_pass).
+by training.passes.select_steps as every checkpoint pass picks its steps; the rows are per
+experiment, not per checkpoint step, so a re-run replaces an experiment's results.jsonl whole
+(where the other passes replace the rows of their step: training.passes.write_pass).
 """
 
 import os

@@ -1,6 +1,6 @@
 """Training many letter LMs in one program: runs (tasks x seeds) vmapped, steps in scan chunks,
-through the one loop (training.loop.run: resume from the last chunk, sharding over devices, NaN
-stop, metric rows).
+through the engine (training.loop.run: vmap or map over runs, resume from the last chunk,
+sharding over devices, NaN stop, metric rows).
 
 A run is a key, its task's substitution tables, its training strings and a trainable mask
 (all ones from scratch; the head or the top blocks when fine-tuning). A phase ('scratch',
@@ -20,12 +20,12 @@ import ml_collections
 import numpy as np
 import optax
 
-from compgen_jax import checkpointing, checks, passes, rng
+from compgen_jax import checkpointing, checks, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import data
 from compgen_jax.lm.model import Model, forward
-from compgen_jax.training import loop, sharding
-from compgen_jax.training import step as step_lib
+from compgen_jax.training import loop
+from compgen_jax.training import passes as engine_passes
 from compgen_jax.types import Array, ConfigError, PyTree
 
 SCRATCH, FINETUNE = "scratch", "finetune"  # the phases, each a loop workdir <workdir>/<phase>/
@@ -115,19 +115,18 @@ def training_batch(key: Array, run: Runs, cfg_data, batch_size: int):
 
 @flax.struct.dataclass
 class LetterState:
-  """One phase's stacked runs as the one loop (training.loop.run) trains and checkpoints them."""
-  step: Array       # int32 [R], steps completed
+  """One run of a phase as the engine (training.loop.run) trains and checkpoints it."""
+  step: Array       # int32 [], steps completed
   params: PyTree
   opt_state: PyTree
   run: Runs         # the run's data; its key as raw key data (orbax stores no typed keys)
 
 
-def make_train_chunk(model: Model, cfg_data, batch_size: int, optimizer,
-                     chunk_steps: int) -> Callable:
-  """jit(vmap over runs (scan over `chunk_steps` steps)), donating the state: states ->
-  (states, {"train/loss", "train/token_acc": [R, chunk]}, finite [R])."""
+def make_step(model: Model, cfg_data, batch_size: int, optimizer) -> Callable:
+  """One run's training step: state -> (state, {"train/loss", "train/token_acc"}); the engine
+  scans, lifts and jits it (training/chunk.py)."""
 
-  def one_step(state: LetterState, _):
+  def one_step(state: LetterState):
     run = state.run
     key = rng.step_key(jax.random.wrap_key_data(run.key), state.step)
     example = training_batch(key, run, cfg_data, batch_size)
@@ -139,12 +138,7 @@ def make_train_chunk(model: Model, cfg_data, batch_size: int, optimizer,
                         opt_state=opt_state)
     return new, {"train/loss": loss, "train/token_acc": acc}
 
-  def run_chunk(state: LetterState):
-    state, metrics = jax.lax.scan(one_step, state, length=chunk_steps)
-    finite = step_lib.all_finite(state.params) & jnp.all(jnp.isfinite(metrics["train/loss"]))
-    return state, metrics, finite
-
-  return jax.jit(jax.vmap(run_chunk), donate_argnums=0)
+  return one_step
 
 
 def make_runs(keys_R: Array, tasks: list[str], cfg_data, masks: PyTree) -> Runs:
@@ -173,27 +167,22 @@ def phase_config(name: str, cfg, cfg_train, cfg_optim, what: dict) -> ml_collect
                 "max_checkpoints": 2, "writers": ("jsonl",), "progress": cfg.train.progress}})
 
 
-def trainable(model: Model, params_R: PyTree, runs: Runs, cfg_data, phase_cfg,
-              grid: list[dict]) -> loop.Trainable:
-  """One phase's runs (params_R their initial parameters) for the one loop."""
+def family(model: Model, params_R: PyTree, runs: Runs, cfg_data, phase_cfg,
+           grid: list[dict]) -> loop.Family:
+  """One phase's runs (params_R their initial parameters) for the engine."""
   t = phase_cfg.train
   optimizer = make_optimizer(phase_cfg.optim, t.num_steps)
-  inputs = (params_R, runs._replace(key=jax.random.key_data(runs.key)))
 
   def init_one(params, run):
     return LetterState(step=jnp.zeros((), jnp.int32), params=params,
                        opt_state=optimizer.init(params), run=run)
 
-  def init(mesh):
-    return sharding.init_runs(lambda out: jax.jit(jax.vmap(init_one), out_shardings=out),
-                              inputs, len(grid), mesh)
-
-  return loop.Trainable(
-      grid=grid, init=init, abstract=lambda: jax.eval_shape(jax.vmap(init_one), *inputs),
-      chunk=make_train_chunk(model, cfg_data, t.batch_size, optimizer, t.chunk_size))
+  return loop.Family(grid=grid, init_one=init_one,
+                     inputs=(params_R, runs._replace(key=jax.random.key_data(runs.key))),
+                     step=make_step(model, cfg_data, t.batch_size, optimizer))
 
 
-def train(phase: loop.Trainable, phase_cfg, workdir: str, train: bool = True) -> PyTree:
+def train(phase: loop.Family, phase_cfg, workdir: str, train: bool = True) -> PyTree:
   """The phase's trained parameters [R, ...]: trained in `workdir` through the one loop
   (resuming; a finished phase is only restored), or, `train` False, restored from its final
   checkpoint (CheckpointError if there is none)."""
@@ -203,8 +192,9 @@ def train(phase: loop.Trainable, phase_cfg, workdir: str, train: bool = True) ->
     loop.run(phase, phase_cfg, workdir)
   # the final step, picked as every checkpoint pass picks one (CheckpointError naming the steps
   # there when the phase did not finish)
-  step, = passes.select_steps(ckpt_dir, phase_cfg.train.num_steps, every=False)
-  _, state = checkpointing.restore(ckpt_dir, phase.abstract(), step)
+  step, = engine_passes.select_steps(ckpt_dir, phase_cfg.train.num_steps, every=False)
+  _, state = checkpointing.restore(ckpt_dir, loop.abstract_state(phase.init_one, phase.inputs),
+                                  step)
   if not train or done:
     print(f"[{phase_cfg.phase}] restored trained models from {ckpt_dir}", flush=True)
   return state.params

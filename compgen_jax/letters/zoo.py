@@ -75,7 +75,7 @@ def _phases(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]], tr
             jax.tree.map(lambda a, i=i: a[i * s:(i + 1) * s], init_R))
         for i, r in enumerate(regimes)])
     phase_cfg = training.phase_config(name, cfg, cfg_train, cfg_optim, what)
-    trainable = training.trainable(model, init_R, training.make_runs(
+    trainable = training.family(model, init_R, training.make_runs(
         keys, [n for n in per_run for _ in range(s)], cfg.data, masks), cfg.data, phase_cfg, info)
     if train:
       print(f"[{name}] {len(info) // s} model(s) x {s} seeds: "

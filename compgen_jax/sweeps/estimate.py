@@ -19,9 +19,10 @@ import numpy as np
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import report
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.sweeps import spec as spec_lib
-from compgen_jax.training import loop, runs
-from compgen_jax.training import step as step_lib
+from compgen_jax.training import loop
 from compgen_jax.types import ConfigError
 
 TIMED_STEPS = 20  # steps per timed chunk; compilation does not grow with it (lax.scan)
@@ -87,7 +88,7 @@ def family(cfg: ml_collections.ConfigDict) -> tuple[str, str]:
 
 def param_count(cfg: ml_collections.ConfigDict) -> int:
   """Parameters of one run's student, from jax.eval_shape of the init (nothing allocated)."""
-  state = loop.abstract_state(cfg, runs.run_grid(cfg)[:1])
+  state = scaling_train.abstract_state(cfg, runs.run_grid(cfg)[:1])
   return loop.count_params(state.params)
 
 
@@ -109,9 +110,9 @@ def device() -> str:
 def time_run_step(cfg: ml_collections.ConfigDict, grid: list[dict]) -> float:
   """Seconds per run-step of a TIMED_STEPS chunk of the runs `grid` (compiled before timing)."""
   grid = runs.precompute_splits(cfg, grid)
-  state = loop.make_init(cfg)(*runs.run_inputs(cfg, grid))
-  bits_T = loop.task_bits(cfg)
-  chunk = step_lib.make_train_chunk(cfg, TIMED_STEPS).lower(state, bits_T).compile()
+  state = scaling_train.make_init(cfg)(*runs.run_inputs(cfg, grid))
+  bits_T = scaling_train.task_bits(cfg)
+  chunk = scaling_train.make_chunk(cfg, TIMED_STEPS).lower(state, bits_T).compile()
   best, spent = math.inf, 0.0
   with warnings.catch_warnings():  # a CPU cannot donate buffers; the timing is unaffected
     warnings.filterwarnings("ignore", "Some donated buffers were not usable")

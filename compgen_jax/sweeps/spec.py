@@ -24,7 +24,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import sweep_report
 from compgen_jax.images import experiment as images_experiment
 from compgen_jax.images import report as images_report
-from compgen_jax.training import runs
+from compgen_jax.scaling import runs
 from compgen_jax.types import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(compgen_jax.__file__)))

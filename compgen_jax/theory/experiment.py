@@ -18,10 +18,10 @@ from absl import logging
 
 from compgen_jax import checks, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.evaluation import evaluators
+from compgen_jax.scaling import runs
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.tasks import combinatorics, hyperteacher
 from compgen_jax.theory import construction, measure, report
-from compgen_jax.training import loop, runs
 from compgen_jax.types import ConfigError
 
 TABLE_FILE = report.TABLE_FILE
@@ -154,17 +154,17 @@ def sgd_comparison(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   """Per seed: OOD / ID R^2 of SGD-trained students of the constructed widths and of the
   constructed network itself, on the same teachers, splits and evaluation draws."""
   train_cfg = training_config(cfg)
-  final = loop.train_and_evaluate(train_cfg, os.path.join(workdir, SGD_DIR))
+  final = scaling_train.train_and_evaluate(train_cfg, os.path.join(workdir, SGD_DIR))
   grid = runs.run_grid(train_cfg)
   keys, hparams = runs.run_inputs(train_cfg, grid)
   # The same init the loop ran: teacher, split and evaluation keys match the trained runs.
-  state = loop.make_init(train_cfg)(keys, hparams)
+  state = scaling_train.make_init(train_cfg)(keys, hparams)
   build = functools.partial(construction.construct, max_hotness=train_cfg.task.max_hotness,
                             resolution=cfg.theorem.sgd_resolution)
   net = jax.vmap(build)(state.task["teacher"])
   # id and ood with training's evals settings: the same draws the SGD students were scored on.
-  evaluate = evaluators.make_evaluate(train_cfg, ("id", "ood"))
-  ours = evaluate(state.replace(params=net), loop.task_bits(train_cfg))
+  evaluate = scaling_train.make_evaluate(train_cfg, ("id", "ood"))
+  ours = evaluate(state.replace(params=net), scaling_train.task_bits(train_cfg))
   ours = jax.tree.map(np.asarray, ours)
   rows = []
   for r, row in enumerate(sorted(final, key=lambda row: row["run"])):

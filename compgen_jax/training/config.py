@@ -1,48 +1,30 @@
-"""The training config every experiment config starts from (paper defaults, hyperteacher task).
-
-Config files in configs/ call `base_config()` and override what their preset changes; a task family
-other than the hyperteacher replaces the `task` subtree.
-"""
-
-import copy
+"""The `train` config section every family shares, and its one validation."""
 
 import ml_collections
 
-from compgen_jax.encodings import registry as encodings
-from compgen_jax.evaluation import evaluators, probes
-from compgen_jax.students import registry as students
-from compgen_jax.tasks import hyperteacher
+from compgen_jax import checks, metric_writer
+from compgen_jax.types import ConfigError
 
 
-def base_config() -> ml_collections.ConfigDict:
-  """seed, num_seeds, task, encoding, student, optim, train, evals, sweep and probe sections."""
-  cfg = ml_collections.ConfigDict()
-  cfg.seed = 0
-  cfg.num_seeds = 3
-  cfg.task = hyperteacher.default_config()
-  cfg.encoding = encodings.default_config()
-  cfg.student = students.default_config()  # name: mlp | transformer | hypernetwork
-  cfg.optim = ml_collections.ConfigDict(dict(
-      learning_rate=3e-4, weight_decay=3e-3, b1=0.9, b2=0.999, schedule="constant",
-      warmup_steps=1000, end_factor=0.0))
-  cfg.train = ml_collections.ConfigDict(dict(
+def train_config(**overrides) -> ml_collections.ConfigDict:
+  """The `train` section (the paper's hyperteacher defaults), with `overrides`."""
+  return ml_collections.ConfigDict(dict(dict(
       num_steps=100_000, batch_size=128, chunk_size=500, log_every=100,
       checkpoint_every=10_000, max_checkpoints=3, progress=True,
-      writers=("jsonl",)))  # metric sinks; add "tensorboard" for WORKDIR/tensorboard event files
-  # The evaluators training runs, by name: every (steps; 0 = only the final step), num_tasks and
-  # the evaluator's own settings; what an entry omits is evaluators.default_settings(name).
-  cfg.evals = ml_collections.ConfigDict({"id": dict(every=5000, num_tasks=1024),
-                                         "ood": dict(every=5000, num_tasks=1024)})
-  cfg.sweep = ml_collections.ConfigDict(dict(frac_ood=(), learning_rate=(), weight_decay=()))
-  cfg.probe = probes.default_config()  # ridge probes
-  return cfg
+      writers=("jsonl",)), **overrides))  # metric sinks; "tensorboard": WORKDIR/tensorboard
 
 
-def resolved(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """The tree a run of `cfg` uses: every evaluator entry with its defaults filled in
-  (evaluators.evals_config), what training and the passes read but config.json does not spell
-  out."""
-  out = copy.deepcopy(cfg)
-  with out.unlocked():
-    out.evals = evaluators.evals_config(cfg)
-  return out
+def validate_train(train: ml_collections.ConfigDict) -> None:
+  """The loop's settings: positive sizes, a log window dividing the chunk, checkpoints and the
+  end at chunk boundaries, known writers with jsonl. ConfigError naming the field."""
+  for name in ("num_steps", "batch_size", "chunk_size", "checkpoint_every", "log_every"):
+    checks.positive(f"train.{name}", train[name])
+  if train.chunk_size % train.log_every:
+    raise ConfigError("train.log_every", f"must divide train.chunk_size "
+                      f"({train.chunk_size}), got {train.log_every}")
+  metric_writer.validate_writers(train.writers)
+  for name in ("checkpoint_every", "num_steps"):
+    if train[name] % train.chunk_size:
+      raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
+                        f"({train.chunk_size}), got {train[name]}")
+  checks.integer("train.max_checkpoints", train.max_checkpoints, low=1)

@@ -1,13 +1,16 @@
-"""The one training loop (`run`, for every experiment family: a `Trainable`) and the
-hyperteacher / preference family's (train_and_evaluate). It acts only between jitted chunks."""
+"""The training engine's loop, for every family: a family hands it `init_one` (one run's state
+from its inputs) and `step` (one run's step), and the engine does the rest: vmap or map over the
+runs, scan over a chunk of steps, jit with donation, padding and sharding over the devices,
+eval_shape for restore, resume equal to an uninterrupted run, the NaN stop, metric rows,
+checkpoints, evaluations when due and the progress bar. It acts only between jitted chunks."""
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from absl import logging
@@ -15,71 +18,76 @@ from jax.sharding import Mesh
 
 from compgen_jax import checkpointing, files, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.evaluation import evaluators
-from compgen_jax.tasks import combinatorics, splits
-from compgen_jax.training import runs, sharding
-from compgen_jax.training import step as step_lib
-from compgen_jax.training.state import cache_by_config, init_run
-from compgen_jax.types import ConfigError, NonFiniteError
-
-_make_chunk = cache_by_config(step_lib.make_train_chunk)
-_make_evaluate = cache_by_config(evaluators.make_evaluate)
-
-
-def task_bits(cfg: ml_collections.ConfigDict) -> jax.Array:
-  """uint32 bitmask of every task in the table [T] (shared by all runs, not vmapped)."""
-  bits = combinatorics.task_bits(cfg.task.num_modules, cfg.task.max_hotness)
-  return jnp.asarray(bits.astype(np.uint32))  # M <= combinatorics.MAX_DEVICE_MODULES = 32
-
-
-@cache_by_config
-def _jitted_init(cfg: ml_collections.ConfigDict, out_shardings=None):
-  init = jax.vmap(lambda key, hparams, split: init_run(key, hparams, cfg, split))
-  return jax.jit(init) if out_shardings is None else jax.jit(init, out_shardings=out_shardings)
-
-
-def make_init(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None):
-  """(keys [R], hparams {name: [R]}) -> stacked RunState: jit(vmap(init_run)) with the splits
-  computed on the host first, so the compiled program has no host callback and the persistent
-  compilation cache can keep it (start-up). With a mesh the runs are padded to a multiple of its
-  devices and created sharded over it (sharding.py)."""
-  def init(keys, hparams):
-    splits_R = runs.host_splits(cfg, keys, hparams)
-    if mesh is None:
-      return _jitted_init(cfg)(keys, hparams, splits_R)
-    return sharding.init_runs(lambda out: _jitted_init(cfg, out), (keys, hparams, splits_R),
-                              len(keys), mesh)
-
-  return init
-
-
-def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
-  """Shapes and dtypes of the stacked state, to restore checkpoints against."""
-  keys, hparams = runs.run_inputs(cfg, grid)
-  T, R = combinatorics.num_tasks(cfg.task.num_modules, cfg.task.max_hotness), len(grid)
-  vec, scalar = jax.ShapeDtypeStruct((R, T), jnp.int32), jax.ShapeDtypeStruct((R,), jnp.int32)
-  return jax.eval_shape(_jitted_init(cfg), keys, hparams,
-                        splits.Split(vec, scalar, vec, scalar))
+from compgen_jax.training import chunk as chunk_lib
+from compgen_jax.training import sharding
+from compgen_jax.training.config import validate_train
+from compgen_jax.types import ConfigError, NonFiniteError, PyTree
 
 
 @dataclasses.dataclass(frozen=True)
-class Trainable:
-  """What an experiment family hands the one loop (`run`): its runs and its jitted programs.
+class Family:
+  """One program's runs as a family hands them to the engine (`run`): functions of ONE run.
 
-  Every state, metric and evaluation leaf leads with the run axis [R]; `run` pads R to the mesh
-  and shards it (sharding.py), so a family writes its programs for stacked runs only.
+  The engine stacks the runs on a leading axis [R] and pads and shards it (sharding.py); a family
+  never writes vmap, scan, jit or sharding. Pass the same function objects for the same config
+  (build them with cache.cache_by_config) and a process compiles each program once.
   """
   grid: list[dict]          # one dict per real run: the fields of its rows (run, seed, ...)
-  init: Callable            # mesh -> fresh stacked runs, padded and sharded over the mesh
-  abstract: Callable        # () -> shapes and dtypes of the real runs' stacked state (restore)
-  chunk: Callable           # (state, *inputs) -> (state, metrics {name: [R, chunk]}, finite [R])
-  inputs: Callable = lambda mesh: ()  # mesh -> constants every call gets (replicated)
-  evaluate: Callable | None = None    # (state, *inputs, due) -> {name: [R]} (on the host)
-  due: Callable = lambda step: ()     # step -> the evaluators due after that step
-  params: Callable = lambda state: state.params  # the student's parameters (params.json)
+  init_one: Callable        # (*inputs of one run) -> the run's state (a pytree)
+  inputs: tuple             # init_one's arguments for every run, each leaf leading with [R]
+  step: Callable            # (state, *consts) -> (state, {name: scalar}), "train/loss" among them
+  consts: Callable = lambda: ()  # () -> values every step and evaluation gets, shared by the runs
+  evaluators: dict = dataclasses.field(default_factory=dict)  # name -> (state, *consts) -> {k: x}
+  due: Callable = lambda step: ()  # step -> the evaluators' names due after that step
+  params: Callable = chunk_lib.params_of  # the trained parameters (params.json, NaN check)
+  strategy: str = "auto"    # runs vmapped or one after another: chunk.STRATEGIES
 
 
-def restore_or_init(trainable: Trainable, workdir: str, mesh: Mesh):
+def stacked(tree: PyTree) -> PyTree:
+  """Shapes and dtypes of `tree`'s leaves (what eval_shape reads), without their values."""
+  return jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), tree)
+
+
+@functools.cache
+def jitted_init(init_one: Callable, out_shardings=None) -> Callable:
+  """jit(vmap(init_one)): per-run inputs [R] -> stacked states [R]."""
+  init = jax.vmap(init_one)
+  return jax.jit(init) if out_shardings is None else jax.jit(init, out_shardings=out_shardings)
+
+
+def abstract_state(init_one: Callable, inputs: tuple) -> PyTree:
+  """Shapes and dtypes of the stacked state of runs with `inputs` (values or ShapeDtypeStructs),
+  to restore checkpoints against."""
+  return jax.eval_shape(jitted_init(init_one), *stacked(inputs))
+
+
+def init_runs(family: Family, mesh: Mesh) -> PyTree:
+  """Fresh stacked runs, padded to a multiple of the mesh's devices and created sharded over it."""
+  return sharding.init_runs(lambda out: jitted_init(family.init_one, out), family.inputs,
+                            len(family.grid), mesh)
+
+
+@functools.cache
+def _jitted_evaluator(evaluate_one: Callable, num_consts: int) -> Callable:
+  return jax.jit(jax.vmap(evaluate_one, in_axes=(0, *(None,) * num_consts)))
+
+
+def make_evaluate(evaluators: dict, num_consts: int) -> Callable:
+  """(states, *consts, only=None) -> {metric: [R]}: each named one-run evaluator its own
+  jit(vmap over runs), so its numbers never depend on which others run with it (in training or
+  in a standalone pass over checkpoints); `only` picks a subset of the names."""
+  jitted = {name: _jitted_evaluator(fn, num_consts) for name, fn in evaluators.items()}
+
+  def evaluate(states, *consts, only=None):
+    out = {}
+    for name in (tuple(jitted) if only is None else only):
+      out.update(jitted[name](states, *consts))
+    return out
+
+  return evaluate
+
+
+def restore_or_init(family: Family, workdir: str, mesh: Mesh):
   """The latest checkpoint of `workdir` if there is one, else fresh runs. Returns (step, state),
   padded and sharded over the mesh.
 
@@ -89,7 +97,7 @@ def restore_or_init(trainable: Trainable, workdir: str, mesh: Mesh):
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
   metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   if checkpointing.available_steps(ckpt_dir):
-    step, state = checkpointing.restore(ckpt_dir, trainable.abstract())
+    step, state = checkpointing.restore(ckpt_dir, abstract_state(family.init_one, family.inputs))
     if sharding.is_main_process():
       metric_writer.truncate_after(metrics_path, step)
     logging.info("resuming %s from step %d", workdir, step)
@@ -98,7 +106,7 @@ def restore_or_init(trainable: Trainable, workdir: str, mesh: Mesh):
   # exactly the rows of an uninterrupted run.
   if sharding.is_main_process():
     metric_writer.truncate_after(metrics_path, 0)
-  return 0, trainable.init(mesh)
+  return 0, init_runs(family, mesh)
 
 
 def count_params(params_R) -> int:
@@ -111,23 +119,28 @@ def _describe(grid: list[dict], bad: np.ndarray) -> str:
                    for run, b in zip(grid, bad, strict=True) if b)
 
 
-def _end_step(cfg: ml_collections.ConfigDict, stop_after: int | None) -> int:
+def check_stop_after(cfg: ml_collections.ConfigDict, stop_after: int | None) -> int:
   if stop_after is not None and stop_after % cfg.train.checkpoint_every:
     raise ConfigError("stop_after", f"must be a multiple of train.checkpoint_every "
                       f"({cfg.train.checkpoint_every}), got {stop_after}")
   return cfg.train.num_steps if stop_after is None else min(stop_after, cfg.train.num_steps)
 
 
-def run(trainable: Trainable, cfg: ml_collections.ConfigDict, workdir: str,
+def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
         stop_after: int | None = None) -> list[dict]:
-  """The one training loop: trains `trainable`'s runs in `workdir` (cfg.train: num_steps,
-  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress), resuming from
-  its latest checkpoint to the rows of an uninterrupted run; the runs sharded over every device;
-  a non-finite loss or parameter stops it with the last good checkpoint kept. The caller has
-  validated cfg. `stop_after` (a checkpoint step) ends this invocation there, as a preempted job
-  would. Returns each run's row of the last step."""
-  end = _end_step(cfg, stop_after)
-  grid = trainable.grid
+  """The one training loop: trains `family`'s runs in `workdir` (cfg.train: num_steps,
+  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress; validated here),
+  resuming from its latest checkpoint to the rows of an uninterrupted run; the runs sharded over
+  every device; a non-finite loss or parameter stops it with the last good checkpoint kept. The
+  caller has validated the rest of cfg (config.json records all of it). `stop_after` (a
+  checkpoint step) ends this invocation there, as a preempted job would. Returns each run's row
+  of the last step."""
+  validate_train(cfg.train)
+  end = check_stop_after(cfg, stop_after)
+  chunk = chunk_lib.make_chunk(family.step, cfg.train.chunk_size, family.strategy,
+                               family.params)
+  evaluate = make_evaluate(family.evaluators, len(family.consts()))
+  grid = family.grid
   main_process = sharding.is_main_process()  # the one writer of the workdir's files
   if main_process:
     workdir_lib.prepare(workdir, cfg)
@@ -135,23 +148,23 @@ def run(trainable: Trainable, cfg: ml_collections.ConfigDict, workdir: str,
     workdir_lib.check(workdir, cfg)
   metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   mesh = sharding.make_mesh()  # runs padded to a multiple of the devices, sharded over them
-  step, state = restore_or_init(trainable, workdir, mesh)
+  step, state = restore_or_init(family, workdir, mesh)
   if main_process:  # what a report compares students by, without building one
     files.write_json(os.path.join(workdir, workdir_lib.PARAMS_FILE),
-                     {"student": count_params(trainable.params(state))})
+                     {"student": count_params(family.params(state))})
   # after restore: it purges past step. Process 0 alone opens the sinks: another process that
   # touched metrics.jsonl (an empty append still cuts what looks like a torn last line) could cut
   # rows process 0 is writing, and a second TensorBoard writer would purge its events.
-  writer = (metric_writer.make_writer(cfg, workdir, step) if main_process
+  writer = (metric_writer.make_writer(cfg.train.writers, workdir, step, grid) if main_process
             else metric_writer.Writers([]))
-  inputs = trainable.inputs(mesh)
+  consts = sharding.replicate(family.consts(), mesh)
   mngr = checkpointing.manager(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
                                max_to_keep=cfg.train.max_checkpoints)
   bar = metric_writer.progress_bar(cfg.train.num_steps, step, desc=os.path.basename(workdir),
                                    disable=not cfg.train.progress)
   last_eval, shown = None, {}
   while step < end:
-    state, metrics, finite = trainable.chunk(state, *inputs)
+    state, metrics, finite = chunk(state, *consts)
     metrics, finite = sharding.to_host((metrics, finite))
     every = cfg.train.log_every  # one row per window of steps keeps long sweeps' files small
     windows = metric_writer.window_means(
@@ -159,9 +172,9 @@ def run(trainable: Trainable, cfg: ml_collections.ConfigDict, workdir: str,
     rows = metric_writer.stacked_rows(windows, step + every, grid if main_process else [], every)
     step += cfg.train.chunk_size
     finite = finite[:len(grid)]
-    due = trainable.due(step)
+    due = family.due(step)
     if finite.all() and due:
-      last_eval = trainable.evaluate(state, *inputs, due)
+      last_eval = sharding.to_host(evaluate(state, *consts, only=due))
       for r, row in enumerate(rows[-len(grid):]):
         row.update({k: float(v[r]) for k, v in last_eval.items()})
       shown = {k: np.nanmean(v[:len(grid)]) for k, v in last_eval.items()
@@ -184,29 +197,6 @@ def run(trainable: Trainable, cfg: ml_collections.ConfigDict, workdir: str,
   mngr.close()
   writer.close()
   return final_rows(metrics_path, cfg.train.num_steps)
-
-
-def trainable(cfg: ml_collections.ConfigDict, grid: list[dict]) -> Trainable:
-  """The hyperteacher / preference runs of `grid` (runs.run_grid, splits precomputed): the
-  training chunk over the task table, the evaluators of cfg.evals when due."""
-  return Trainable(
-      grid=grid,
-      init=lambda mesh: make_init(cfg, mesh)(*runs.run_inputs(cfg, grid)),
-      abstract=lambda: abstract_state(cfg, grid),
-      chunk=_make_chunk(cfg, cfg.train.chunk_size),
-      inputs=lambda mesh: (sharding.replicate(task_bits(cfg), mesh),),
-      evaluate=sharding.fetched(_make_evaluate(cfg)),
-      due=lambda step: evaluators.due(cfg, step))  # each at its own every; all at the last step
-
-
-def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
-                       stop_after: int | None = None) -> list[dict]:
-  """Trains all runs of `cfg` in `workdir` through `run` (resuming if it holds checkpoints).
-  Returns the final evaluation row of each run."""
-  _end_step(cfg, stop_after)
-  runs.validate(cfg)
-  grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
-  return run(trainable(cfg, grid), cfg, workdir, stop_after)
 
 
 def final_rows(metrics_path: str, num_steps: int) -> list[dict]:

@@ -64,7 +64,7 @@ def pad(tree: PyTree, num_padded: int) -> PyTree:
 def init_runs(jitted_init, inputs: tuple, num_runs: int, mesh: Mesh) -> PyTree:
   """Fresh stacked runs created sharded over the mesh: `jitted_init(out_shardings)` is a jit of
   a vmapped init over `inputs` (each leading with the run axis [num_runs]), called with the
-  inputs padded to a multiple of the devices (every family's Trainable.init)."""
+  inputs padded to a multiple of the devices (the engine's init of every family)."""
   return jitted_init(run_sharding(mesh))(*pad(inputs, padded_count(num_runs, mesh)))
 
 

@@ -1,4 +1,5 @@
-"""The run grid (seeds x array-valued sweep axes) and config validation before compiling."""
+"""The scaling experiment's run grid (seeds x array-valued sweep axes) and its config validation
+before compiling."""
 
 import itertools
 
@@ -7,15 +8,17 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from compgen_jax import checks, metric_writer, rng
+from compgen_jax import checks, rng
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.evaluation import evaluators
+from compgen_jax.scaling import evaluators
+from compgen_jax.scaling.state import HPARAMS
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import combinatorics, splits, supports
 from compgen_jax.tasks import registry as families
-from compgen_jax.types import HPARAMS, ConfigError
+from compgen_jax.training.config import validate_train
+from compgen_jax.training.optim import validate_schedule
+from compgen_jax.types import ConfigError
 
-SCHEDULES = ("constant", "warmup_cosine")
 # Where each sweepable hyperparameter's scalar default lives in the config.
 HPARAM_FIELDS = {"frac_ood": ("task", "frac_ood"), "learning_rate": ("optim", "learning_rate"),
                  "weight_decay": ("optim", "weight_decay")}
@@ -66,18 +69,6 @@ def precompute_splits(cfg: ml_collections.ConfigDict, grid: list[dict]) -> list[
           for r, run in enumerate(grid)]
 
 
-def validate_schedule(optim: ml_collections.ConfigDict, num_steps: int) -> None:
-  """The learning-rate schedule and Adam settings of `optim` (shared with images/)."""
-  checks.choice("optim.schedule", optim.schedule, SCHEDULES)
-  if optim.schedule == "warmup_cosine" and not 0 <= optim.warmup_steps < num_steps:
-    raise ConfigError("optim.warmup_steps", f"must be in [0, train.num_steps = {num_steps}) "
-                      f"for warmup_cosine, got {optim.warmup_steps}")
-  for name in ("b1", "b2"):
-    checks.number(f"optim.{name}", optim[name], 0, 1, high_open=True)
-  # The final learning rate as a fraction of the peak.
-  checks.number("optim.end_factor", optim.end_factor, 0, 1)
-
-
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Every check that needs no compilation; raises ConfigError naming the field."""
   checks.integer("num_seeds", cfg.num_seeds, low=1)
@@ -97,16 +88,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     checks.positive("optim.learning_rate", lr)
   for wd in sweep_values(cfg, "weight_decay"):
     checks.number("optim.weight_decay", wd, low=0)
-  for name in ("num_steps", "batch_size", "chunk_size", "checkpoint_every", "log_every"):
-    checks.positive(f"train.{name}", cfg.train[name])
-  if cfg.train.chunk_size % cfg.train.log_every:
-    raise ConfigError("train.log_every", f"must divide train.chunk_size "
-                      f"({cfg.train.chunk_size}), got {cfg.train.log_every}")
-  metric_writer.validate_writers(cfg.train.writers)
-  for name in ("checkpoint_every", "num_steps"):
-    if cfg.train[name] % cfg.train.chunk_size:
-      raise ConfigError(f"train.{name}", f"must be a multiple of train.chunk_size "
-                        f"({cfg.train.chunk_size}), got {cfg.train[name]}")
+  validate_train(cfg.train)
   # Bad evals entries, and evaluators the task family cannot use, fail here: before config.json
   # exists, so the corrected command is not refused later as 'a different config'.
   evaluators.validate(cfg)

@@ -26,8 +26,10 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from compgen_jax import batches, checks, rng, run_state
-from compgen_jax.run_state import RunState
+from compgen_jax import checks, rng
+from compgen_jax.scaling import batches
+from compgen_jax.scaling import state as run_state
+from compgen_jax.scaling.state import RunState
 from compgen_jax.tasks import losses
 from compgen_jax.tasks import registry as families
 from compgen_jax.types import ConfigError
@@ -217,22 +219,11 @@ def due(cfg: ml_collections.ConfigDict, step: int) -> tuple[str, ...]:
                if step == cfg.train.num_steps or (s.every and step % s.every == 0))
 
 
-def make_evaluate(cfg: ml_collections.ConfigDict, names=None):
-  """(states, bits_T, only=None) -> {metric: [R]} of the named evaluators (default: those in
-  cfg.evals), or of the subset `only` of them.
-
-  Each evaluator is its own jit(vmap over runs) with its settings from evals_config, so its numbers
-  never depend on which other evaluators run with it (in training or standalone).
-  """
+def one_run(cfg: ml_collections.ConfigDict, names=None) -> dict:
+  """name -> (state, bits_T) -> {metric: scalar} of ONE run, for the named evaluators (default:
+  those in cfg.evals), each with its settings from evals_config; the engine gives each its own
+  jit(vmap over runs) (training.loop.make_evaluate), so its numbers never depend on which other
+  evaluators run with it (in training or standalone)."""
   validate(cfg, names)
-  jitted = {name: jax.jit(jax.vmap(functools.partial(REGISTRY[name], cfg=cfg, settings=s),
-                                   in_axes=(0, None)))
-            for name, s in evals_config(cfg, names).items()}
-
-  def evaluate(states, bits_T, only=None):
-    out = {}
-    for name in (tuple(jitted) if only is None else only):
-      out.update(jitted[name](states, bits_T))
-    return out
-
-  return evaluate
+  return {name: functools.partial(REGISTRY[name], cfg=cfg, settings=s)
+          for name, s in evals_config(cfg, names).items()}

@@ -3,9 +3,10 @@
 import jax
 import ml_collections
 
-from compgen_jax import rng, run_state
+from compgen_jax import rng
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.run_state import RunState
+from compgen_jax.scaling import state as run_state
+from compgen_jax.scaling.state import RunState
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import latents, splits
 from compgen_jax.tasks import registry as families

@@ -10,10 +10,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from compgen_jax import batches, run_state
 from compgen_jax.encodings import language
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.run_state import RunState
+from compgen_jax.scaling import batches
+from compgen_jax.scaling import state as run_state
+from compgen_jax.scaling.state import RunState
 
 INPUT_LAYER = "input"  # the encoding phi(z): its probe is the "input decoder"
 

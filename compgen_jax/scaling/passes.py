@@ -1,12 +1,10 @@
-"""Evaluators and probes as standalone passes over a workdir's saved checkpoints.
+"""The scaling experiment's evaluators and probes as standalone passes over a workdir's saved
+checkpoints.
 
-It sits above training/ and evaluation/ (it restores against the training state's shapes and
-runs the evaluation registry), so evaluation/ never imports training/. The passes read
-config.json and checkpoints/ and write only eval.jsonl / probes.jsonl and the eval curve PNG
-(their binaries hold the workdir's lock: cli.run); training artifacts are never modified. The
-mechanism is every family's (the image passes use it too): select_steps picks the checkpoints
-(the latest, one, or every), write_pass replaces each step's rows as soon as they are computed,
-so a re-run over a step leaves one copy of its rows.
+The passes read config.json and checkpoints/ and write only eval.jsonl / probes.jsonl and the
+eval curve PNG (their binaries hold the workdir's lock: cli.run); training artifacts are never
+modified. Which checkpoints and how rows are replaced is every family's mechanism
+(training/passes.py: select_steps, write_pass).
 """
 
 import os
@@ -16,14 +14,16 @@ import jax
 import ml_collections
 import numpy as np
 
-from compgen_jax import checkpointing, metric_writer
+from compgen_jax import checkpointing
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.encodings import registry as encodings
-from compgen_jax.evaluation import activations, evaluators, probes
+from compgen_jax.scaling import activations, evaluators, probes, runs
+from compgen_jax.scaling import config as train_config
+from compgen_jax.scaling import train as scaling_train
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
-from compgen_jax.training import config as train_config
-from compgen_jax.training import loop, runs, sharding
+from compgen_jax.training import sharding
+from compgen_jax.training.passes import select_steps, write_pass
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
 
 
@@ -51,7 +51,7 @@ def open_workdir(path: str) -> Workdir:
     runs.validate(cfg)
     grid = runs.run_grid(cfg)
     grid = runs.precompute_splits(cfg, grid)
-    abstract = loop.abstract_state(cfg, grid)
+    abstract = scaling_train.abstract_state(cfg, grid)
   except (AttributeError, KeyError, TypeError) as e:
     raise ConfigError("workdir", f"the config in {path!r} is incompatible with this code "
                       f"({type(e).__name__}: {e})") from e
@@ -90,24 +90,6 @@ def _missing_leaves(default: ml_collections.ConfigDict, cfg: ml_collections.Conf
   return missing
 
 
-def select_steps(checkpoints: str, step: int | None, every: bool) -> list[int]:
-  """Steps of the checkpoint directory `checkpoints` to process: all (every), the given one, or
-  the latest (every family's passes)."""
-  if every and step is not None:
-    raise ConfigError("step", "give either a step or every, not both")
-  available = checkpointing.available_steps(checkpoints)
-  if not available:
-    raise CheckpointError(f"no checkpoint found in {checkpoints!r}")
-  if every:
-    return available
-  if step is None:
-    return [available[-1]]
-  if step not in available:
-    raise CheckpointError(f"no checkpoint for step {step} in {checkpoints!r}; "
-                          f"available: {available}")
-  return [step]
-
-
 def restore(wd: Workdir, step: int) -> PyTree:
   """The run-stacked state saved at `step` (CheckpointError if missing, corrupt or mismatched)."""
   _, state = checkpointing.restore(wd.checkpoints, wd.abstract, step)
@@ -122,7 +104,7 @@ def _placement(wd: Workdir):
   """The run mesh over every device (as training uses) and the task table replicated on it:
   a pass evaluates each device's runs there, padded to a multiple of the devices."""
   mesh = sharding.make_mesh()
-  return mesh, sharding.replicate(loop.task_bits(wd.cfg), mesh)
+  return mesh, sharding.replicate(scaling_train.task_bits(wd.cfg), mesh)
 
 
 def _real_runs(out: PyTree, wd: Workdir) -> PyTree:
@@ -132,19 +114,6 @@ def _real_runs(out: PyTree, wd: Workdir) -> PyTree:
 
 def _run_info(grid: list[dict]) -> list[dict]:
   return [dict(run) for run in grid]
-
-
-def write_pass(path: str, steps: list[int], rows_of_step) -> list[dict]:
-  """Each step's rows from `rows_of_step(step)`, replacing that step's rows in the jsonl file
-  `path` as soon as they are computed (a later step failing keeps them; a re-run leaves one copy
-  of each row). Returns every step's rows."""
-  out = []
-  for step in steps:
-    rows = rows_of_step(step)
-    if sharding.is_main_process():
-      metric_writer.replace_step_rows(path, step, rows)
-    out.extend(rows)
-  return out
 
 
 def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
@@ -161,7 +130,7 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
   """
   wd = open_workdir(path)
   names = tuple(names or evaluators.applicable(wd.cfg))
-  evaluate = evaluators.make_evaluate(wd.cfg, names)
+  evaluate = scaling_train.make_evaluate(wd.cfg, names)
   steps = select_steps(wd.checkpoints, step, every)
   mesh, bits_T = _placement(wd)
 
@@ -184,7 +153,7 @@ def probe_workdir(path: str, step: int | None = None, every: bool = False) -> li
   # on one device: the probe program hangs on XLA:CPU when its input is replicated or sharded
   # over several (forced host) devices, so the first device probes every run
   one = jax.local_devices()[0]
-  bits_T = jax.device_put(loop.task_bits(wd.cfg), one)
+  bits_T = jax.device_put(scaling_train.task_bits(wd.cfg), one)
 
   def rows_of_step(s: int) -> list[dict]:
     result = _real_runs(probe(jax.device_put(restore(wd, s), one), bits_T), wd)

@@ -1,1 +1,0 @@
-"""Evaluators and probes: separate jitted passes over (saved) run states."""
