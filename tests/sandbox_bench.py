@@ -45,6 +45,15 @@ def failed(row) -> bool:
   return row["status"] != "pass" and not row["correct"] and not row["plus"]
 
 
+# The mechanism that must isolate jobs: root's for root, a user namespace for anyone else.
+EXPECTED = sandbox.ROOT if os.geteuid() == 0 else sandbox.USER_NAMESPACE
+
+
+def contained(row) -> bool:
+  """Scored a failure, and the row says the expected mechanism isolated it."""
+  return failed(row) and row["isolated"] is True and row["sandbox"] == EXPECTED
+
+
 def unisolated(monkeypatch, settings):
   """The settings, forced through the unisolated fallback (for the harmless controls)."""
   monkeypatch.setattr(sandbox, "isolation_problem", lambda: "forced off for a control")

@@ -13,8 +13,9 @@ import pytest
 from compgen_jax.llm_eval import sandbox_job
 from tests.sandbox_bench import (
   CANONICAL,
+  EXPECTED,
   body,
-  failed,
+  contained,
   make_bench,
   needs_isolation,
   score,
@@ -47,7 +48,7 @@ time.sleep(0.3)
 """)
   settings.timeout_s = 1.5
   returned, hung = score(settings, attack + "    return 0\n", attack + "    time.sleep(60)\n")
-  assert failed(returned) and hung["status"] == "timeout"
+  assert contained(returned) and hung["status"] == "timeout" and hung["sandbox"] == EXPECTED
   assert processes_with(f"sleep\0{marker}") == []
 
 
@@ -67,7 +68,7 @@ return False
 """)
   settings.output_mb = 4
   [report] = score_elsewhere(settings, attack)
-  assert failed(report["row"]) and "more than 4 MiB" in report["row"]["message"]
+  assert contained(report["row"]) and "more than 4 MiB" in report["row"]["message"]
   assert report["grown_mb"] < 64  # the flood: 400 MB for the first input alone
 
 
@@ -89,7 +90,7 @@ raise ValueError(f'forked {{n}}')
 """)
   [row] = score(settings, attack)
   forked = int(re.search(r"forked (\d+)", row["message"]).group(1))
-  assert failed(row) and 0 < forked < sandbox_job.PROCESSES
+  assert contained(row) and 0 < forked < sandbox_job.PROCESSES
   assert processes_with(f"sleep\0{marker}") == []
 
 
@@ -117,7 +118,7 @@ return 0
   finally:
     signal.signal(signal.SIGUSR1, previous)
   assert received == []
-  assert failed(rows[0]) and failed(rows[2])
+  assert contained(rows[0]) and contained(rows[2])
   assert rows[1]["status"] == rows[3]["status"] == "pass"
 
 
@@ -150,7 +151,7 @@ raise ValueError(' '.join(got))
     [row] = score(settings, attack)
     with pytest.raises(TimeoutError):
       listener.accept()
-  assert failed(row) and "connected" not in row["message"]
+  assert contained(row) and "connected" not in row["message"]
 
 
 @needs_isolation
@@ -172,4 +173,4 @@ def test_forged_passes_are_failures(bench):
       "import builtins\nbuiltins.BaseException = object\nimport os\nos._exit(0)",
   ]
   rows = score(settings, *[body(a) for a in attacks])
-  assert [row["status"] for row in rows if not failed(row)] == []
+  assert [row["status"] for row in rows if not contained(row)] == []
