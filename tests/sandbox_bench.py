@@ -84,9 +84,12 @@ for mode in sys.argv[3].split(","):
 """
 
 
-def score_elsewhere(settings, completion: str, modes=("isolated",), **env) -> list[dict]:
+def score_elsewhere(settings, completion: str, modes=("isolated",), prelude: str = "", **env
+                    ) -> list[dict]:
+  """SCRIPT's rows; prelude: code the scoring process runs first (to plant a secret)."""
   proc = subprocess.run(
-      [sys.executable, "-c", SCRIPT, json.dumps(settings.to_dict()), completion, ",".join(modes)],
+      [sys.executable, "-c", prelude + SCRIPT, json.dumps(settings.to_dict()), completion,
+       ",".join(modes)],
       capture_output=True, text=True, timeout=120, cwd=REPO,
       env=dict(os.environ, PYTHONPATH=REPO, **env))
   assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import time
+import uuid
 
 import pytest
 
@@ -120,6 +121,40 @@ return 0
   assert received == []
   assert contained(rows[0]) and contained(rows[2])
   assert rows[1]["status"] == rows[3]["status"] == "pass"
+
+
+# (add_key, keyctl) syscall numbers: the keyring has no libc wrapper.
+KEYRING = {"x86_64": (248, 250), "aarch64": (217, 219)}
+
+
+@needs_isolation
+@pytest.mark.skipif(os.uname().machine not in KEYRING, reason="keyring syscalls unknown here")
+def test_cannot_read_the_scorer_keyring(bench):
+  # A key in the scorer's session keyring (the kernel keyring is not namespaced), as a Kerberos
+  # ticket would be, sought by keyctl and in /proc/keys.
+  _, settings = bench
+  secret = f"planted-{uuid.uuid4().hex}"
+  add_key, keyctl = KEYRING[os.uname().machine]
+  plant = (f"import ctypes\nlibc = ctypes.CDLL(None)\n"
+           f"assert libc.syscall({keyctl}, 1, b'compgen-test') > 0\n"  # a session keyring
+           f"assert libc.syscall({add_key}, b'user', b'compgen-planted', {secret.encode()!r}, "
+           f"{len(secret)}, -3) > 0\n")
+  attack = body(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+got = [line[-30:] for line in open('/proc/keys') if 'compgen' in line]
+for ring in (-3, -4, -5):  # session, user, user session
+    key = libc.syscall({keyctl}, 10, ring, b'user', b'compgen-planted', 0)  # KEYCTL_SEARCH
+    buf = ctypes.create_string_buffer(200)
+    n = libc.syscall({keyctl}, 11, key, buf, 200)  # KEYCTL_READ
+    got.append(buf.raw[:max(n, 0)].decode() or f'errno {{ctypes.get_errno()}}')
+raise ValueError(' '.join(got))
+""")
+  row, control = (r["row"] for r in score_elsewhere(
+      settings, attack, ("isolated", "unisolated"), prelude=plant))
+  assert contained(row) and "errno 1" in row["message"]  # EPERM: the call itself is refused
+  assert "planted" not in row["message"]
+  assert secret in control["message"] and "compgen-planted" in control["message"]
 
 
 @needs_isolation

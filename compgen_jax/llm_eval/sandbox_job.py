@@ -46,6 +46,12 @@ _CAP_VERSION_3 = 0x20080522
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _CAPSET = {"x86_64": 126, "aarch64": 91}
 _MNT_DETACH = 2
+# The kernel keyring is not namespaced: a job would share the scorer's session keyring (and, in
+# a user namespace, its uid's keys), so add_key, request_key and keyctl fail with EPERM (seccomp;
+# docker's default profile does the same). {machine: (AUDIT_ARCH, those syscall numbers)}
+_KEYRING_SYSCALLS = {"x86_64": (0xC000003E, (248, 249, 250)),
+                     "aarch64": (0xC00000B7, (217, 218, 219))}
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 
 def encode(x):
@@ -124,6 +130,7 @@ def _build_root(top: str, uid: int) -> None:
     _bind(f"/dev/{name}", f"{root}/dev/{name}", flags=0)
   os.mkdir(f"{root}/proc")
   _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+  _mount("/dev/null", f"{root}/proc/keys", "", _MS_BIND)  # the keys' names, as docker hides them
   _mount("", top, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
@@ -160,6 +167,7 @@ def _init(directory: str) -> None:
         _switch_uid(request["uid"])
       else:
         _drop_capabilities()
+      _deny_keyring()
     except BaseException as e:
       print(f"sandbox: dropping privileges failed: {e}", file=sys.stderr, flush=True)
       os._exit(1)
@@ -196,6 +204,31 @@ def _drop_capabilities() -> None:
     sets = dict(line.split(":\t") for line in f.read().splitlines() if line.startswith("Cap"))
   if cap == 0 or any(int(value, 16) for value in sets.values()):
     raise OSError(f"capabilities left after dropping them: {sets}")
+
+
+def _deny_keyring() -> None:
+  """A seccomp filter: the keyring syscalls (_KEYRING_SYSCALLS) and any x32 call fail with
+  EPERM, a call of another architecture kills the process, the rest is allowed."""
+  if os.uname().machine not in _KEYRING_SYSCALLS:
+    raise OSError(f"seccomp: syscall numbers unknown on {os.uname().machine}")
+  arch, numbers = _KEYRING_SYSCALLS[os.uname().machine]
+  load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE|K, BPF_RET
+  deny = 5 + len(numbers)  # index of the EPERM return; the kill follows it
+  program = [(load, 0, 0, 4), (equal, 0, deny - 1, arch), (load, 0, 0, 0),
+             (at_least, deny - 4, 0, 0x40000000)]  # x32's numbers have bit 30 set
+  program += [(equal, deny - 5 - i, 0, n) for i, n in enumerate(numbers)]
+  program += [(ret, 0, 0, 0x7FFF0000), (ret, 0, 0, 0x50000 | 1), (ret, 0, 0, 0x80000000)]
+
+  class Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+  class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+  filters = (Filter * len(program))(*[Filter(*op) for op in program])
+  _libc_call("prctl", _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER,
+             ctypes.byref(Program(len(program), filters)), 0, 0)
 
 
 def _limit(memory_mb: int, cpu_s: int, isolated: bool) -> None:
