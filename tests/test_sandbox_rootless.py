@@ -80,5 +80,5 @@ def test_refuses_where_user_namespaces_are_switched_off():
                         env=dict(os.environ, PYTHONPATH=helpers.REPO))
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout.splitlines() == [
-      "None", "unprivileged user namespaces are disabled here (user.max_user_namespaces = 0); "
+      "None", "unprivileged user namespaces are disabled (user.max_user_namespaces = 0); "
       "setting it to a positive number, or running as root, allows them"]

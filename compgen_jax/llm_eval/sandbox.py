@@ -103,7 +103,7 @@ def userns_refusal(values: dict[str, str]) -> str | None:
   namespaces, in one line with the value that would allow them; None if none does."""
   for name, (off, allow) in USERNS_SETTINGS.items():
     if values.get(name) == off:
-      return (f"unprivileged user namespaces are disabled here ({name} = {off}); setting it to "
+      return (f"unprivileged user namespaces are disabled ({name} = {off}); setting it to "
               f"{allow}, or running as root, allows them")
   return None
 

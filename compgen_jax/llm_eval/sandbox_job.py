@@ -163,7 +163,7 @@ def _init(directory: str) -> None:
   if pid == 0:
     try:
       _libc_call("prctl", _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-      if request["uid"]:
+      if request["uid"]:  # root's mechanism; 0: a user namespace, where only 0 is mapped
         _switch_uid(request["uid"])
       else:
         _drop_capabilities()
