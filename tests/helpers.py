@@ -100,8 +100,8 @@ for path in paths:
     if top and not any(path.startswith(p + "/") for p in paths):
         covers.setdefault(top, []).append(path)
 stage = tempfile.mkdtemp(dir="/tmp")  # never under a covered ancestor: /tmp is open to all
-for top, inside in covers.items():
-    staged = [f"{stage}/{len(os.listdir(stage))}" for _ in inside]
+for k, (top, inside) in enumerate(covers.items()):
+    staged = [f"{stage}/{k}-{i}" for i in range(len(inside))]
     for path, spot in zip(inside, staged):
         os.mkdir(spot)
         subprocess.run(["mount", "--rbind", path, spot], check=True)
