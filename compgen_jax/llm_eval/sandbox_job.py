@@ -130,7 +130,8 @@ def _build_root(top: str, uid: int) -> None:
     _bind(f"/dev/{name}", f"{root}/dev/{name}", flags=0)
   os.mkdir(f"{root}/proc")
   _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-  _mount("/dev/null", f"{root}/proc/keys", "", _MS_BIND)  # the keys' names, as docker hides them
+  if os.path.exists(f"{root}/proc/keys"):  # the keys' names, hidden as docker hides them
+    _mount("/dev/null", f"{root}/proc/keys", "", _MS_BIND)
   _mount("", top, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
