@@ -28,6 +28,8 @@ def user(tmp_path_factory):
     pytest.skip("not root: the attack tests already ran as this ordinary user")
   if shutil.which("useradd") is None:
     pytest.skip("no useradd here to make an ordinary user")
+  if sandbox.isolation_problem():  # e.g. a container without CAP_SYS_ADMIN
+    pytest.skip(f"no sandbox isolation here, even as root: {sandbox.isolation_problem()}")
   uid, gid, name = helpers.ordinary_user("compgen")
   home = tmp_path_factory.mktemp("home")
   os.chown(home, uid, gid)
