@@ -213,6 +213,7 @@ def test_refuses_to_run_unisolated_unless_told(bench, monkeypatch):
   right, wrong = score(settings, CANONICAL, WRONG)
   assert right["status"] == "pass" and failed(wrong)
   assert right["isolated"] is wrong["isolated"] is False
+  assert right["sandbox"] == wrong["sandbox"] == "none"
 
 
 def test_binary_refuses_without_isolation_in_one_line(tmp_path):
