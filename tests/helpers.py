@@ -2,6 +2,7 @@
 git keeps it; kill a training process at its first checkpoint."""
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -81,3 +82,58 @@ def finish(proc: subprocess.Popen) -> None:
   """Waits for `proc` (started with stderr=PIPE, text=True) and checks it exited 0."""
   _, err = proc.communicate(timeout=600)
   assert proc.returncode == 0, err[-3000:]
+
+
+# Runs argv[4:] as uid argv[1] / gid argv[2] in a mount namespace of its own, where the paths in
+# the JSON list argv[3] are reachable: an ancestor closed to other users (a clone under /root,
+# pyenv's interpreter) is covered, in this namespace only, by a tmpfs holding just those paths.
+AS_USER = """
+import json, os, stat, subprocess, sys, tempfile
+uid, gid, paths, argv = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4:]
+def closed(d):
+    return not os.stat(d).st_mode & stat.S_IXOTH
+covers = {}
+for path in paths:
+    parts = path.split("/")[1:-1]
+    ancestors = ["/" + "/".join(parts[:i + 1]) for i in range(len(parts))]
+    top = next((a for a in ancestors if closed(a)), None)
+    if top and not any(path.startswith(p + "/") for p in paths):
+        covers.setdefault(top, []).append(path)
+stage = tempfile.mkdtemp(dir="/tmp")  # never under a covered ancestor: /tmp is open to all
+for k, (top, inside) in enumerate(covers.items()):
+    staged = [f"{stage}/{k}-{i}" for i in range(len(inside))]
+    for path, spot in zip(inside, staged):
+        os.mkdir(spot)
+        subprocess.run(["mount", "--rbind", path, spot], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", top], check=True)
+    for path, spot in zip(inside, staged):
+        os.makedirs(path)
+        subprocess.run(["mount", "--move", spot, path], check=True)
+        os.rmdir(spot)
+os.rmdir(stage)
+os.setgroups([])
+os.setresgid(gid, gid, gid)
+os.setresuid(uid, uid, uid)
+os.execv(argv[0], argv)
+"""
+
+
+def ordinary_user(prefix: str) -> tuple[int, int, str]:
+  """(uid, gid, name) of a new ordinary user (useradd, no home); remove it with userdel."""
+  name = f"{prefix}{os.getpid()}"
+  subprocess.run(["useradd", "--no-create-home", "--user-group", "--shell", "/bin/false", name],
+                 check=True, capture_output=True)
+  ids = subprocess.run(["id", "-u", name], capture_output=True, text=True, check=True).stdout
+  gid = subprocess.run(["id", "-g", name], capture_output=True, text=True, check=True).stdout
+  return int(ids), int(gid), name
+
+
+def run_as(uid: int, gid: int, argv: list[str], env: dict, timeout_s: float
+           ) -> subprocess.CompletedProcess:
+  """argv as that user, from the repository root, able to reach this checkout, its interpreter
+  and env["HOME"] (AS_USER), output captured."""
+  paths = sorted({os.path.realpath(p) for p in (REPO, sys.prefix, sys.base_prefix, env["HOME"])})
+  return subprocess.run(
+      ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", AS_USER,
+       str(uid), str(gid), json.dumps(paths), *argv],
+      capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s)

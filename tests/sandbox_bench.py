@@ -45,6 +45,15 @@ def failed(row) -> bool:
   return row["status"] != "pass" and not row["correct"] and not row["plus"]
 
 
+# The mechanism that must isolate jobs: root's for root, a user namespace for anyone else.
+EXPECTED = sandbox.ROOT if os.geteuid() == 0 else sandbox.USER_NAMESPACE
+
+
+def contained(row) -> bool:
+  """Scored a failure, and the row says the expected mechanism isolated it."""
+  return failed(row) and row["isolated"] is True and row["sandbox"] == EXPECTED
+
+
 def unisolated(monkeypatch, settings):
   """The settings, forced through the unisolated fallback (for the harmless controls)."""
   monkeypatch.setattr(sandbox, "isolation_problem", lambda: "forced off for a control")
@@ -75,9 +84,12 @@ for mode in sys.argv[3].split(","):
 """
 
 
-def score_elsewhere(settings, completion: str, modes=("isolated",), **env) -> list[dict]:
+def score_elsewhere(settings, completion: str, modes=("isolated",), prelude: str = "", **env
+                    ) -> list[dict]:
+  """SCRIPT's rows; prelude: code the scoring process runs first (to plant a secret)."""
   proc = subprocess.run(
-      [sys.executable, "-c", SCRIPT, json.dumps(settings.to_dict()), completion, ",".join(modes)],
+      [sys.executable, "-c", prelude + SCRIPT, json.dumps(settings.to_dict()), completion,
+       ",".join(modes)],
       capture_output=True, text=True, timeout=120, cwd=REPO,
       env=dict(os.environ, PYTHONPATH=REPO, **env))
   assert proc.returncode == 0, proc.stderr[-2000:]

@@ -19,8 +19,10 @@ from compgen_jax.types import ConfigError
 from tests.helpers import REPO
 from tests.sandbox_bench import (
   CANONICAL,
+  EXPECTED,
   WRONG,
   body,
+  contained,
   failed,
   isolation,
   make_bench,
@@ -42,6 +44,7 @@ def test_the_canonical_solution_passes_and_a_wrong_one_fails(bench):
   settings.allow_unisolated = isolation is not None
   right, wrong = score(settings, CANONICAL, WRONG)
   assert right["status"] == "pass" and right["isolated"] == (isolation is None)
+  assert right["sandbox"] == (EXPECTED if isolation is None else "none")
   assert failed(wrong)
 
 
@@ -68,7 +71,7 @@ for p in paths:
 return 'not found'
 """)
   [row] = score(settings, attack)
-  assert failed(row) and "not found" in row["message"]
+  assert contained(row) and "not found" in row["message"]
   [control] = score(unisolated(monkeypatch, settings), attack)
   assert control["status"] == "pass" and control["isolated"] is False
 
@@ -95,7 +98,7 @@ for t in targets:
 return wrote
 """)
   poison, later = score(settings, attack, WRONG)
-  assert failed(poison) and "got 0" in poison["message"] and failed(later)
+  assert contained(poison) and "got 0" in poison["message"] and contained(later)
   assert os.listdir(cache) == []
   # Unisolated the file can be written, and still nothing reads it.
   poison, later = score(unisolated(monkeypatch, settings), attack, WRONG)
@@ -132,7 +135,7 @@ attempt('shell', lambda: subprocess.run(['/bin/sh', '-c', 'echo x > {created[2]}
 return ' '.join(done)
 """)
   [row] = score(settings, attack)
-  assert failed(row)
+  assert contained(row)
   assert "tmp" in row["message"] and "shell" in row["message"]  # it ran, in its own /tmp
   for name, victim in victims.items():
     assert victim.read_text() == f"precious {name}"
@@ -169,7 +172,7 @@ except (OSError, TypeError) as e:  # TypeError: the unisolated guard's os.chroot
 raise ValueError(' '.join(got))
 """)
   [row] = score(settings, attack)
-  assert failed(row) and "host-" not in row["message"]
+  assert contained(row) and "host-" not in row["message"]
   assert row["message"].endswith("PermissionError FileNotFoundError -1 PermissionError")
   [control] = score(unisolated(monkeypatch, settings), attack)
   assert secret.read_text() in control["message"]
@@ -192,7 +195,7 @@ raise ValueError('found ' + ' '.join(found))
 """)
   row, control = (r["row"] for r in score_elsewhere(
       settings, attack, ("isolated", "unisolated"), COMPGEN_PLANTED=secret))
-  assert failed(row) and "found" in row["message"] and secret not in json.dumps(row)
+  assert contained(row) and "found" in row["message"] and secret not in json.dumps(row)
   assert secret in control["message"]  # the scorer's /proc/<pid>/environ, unisolated
 
 
@@ -210,6 +213,7 @@ def test_refuses_to_run_unisolated_unless_told(bench, monkeypatch):
   right, wrong = score(settings, CANONICAL, WRONG)
   assert right["status"] == "pass" and failed(wrong)
   assert right["isolated"] is wrong["isolated"] is False
+  assert right["sandbox"] == wrong["sandbox"] == "none"
 
 
 def test_binary_refuses_without_isolation_in_one_line(tmp_path):

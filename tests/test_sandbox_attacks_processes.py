@@ -7,14 +7,16 @@ import re
 import signal
 import socket
 import time
+import uuid
 
 import pytest
 
 from compgen_jax.llm_eval import sandbox_job
 from tests.sandbox_bench import (
   CANONICAL,
+  EXPECTED,
   body,
-  failed,
+  contained,
   make_bench,
   needs_isolation,
   score,
@@ -47,7 +49,7 @@ time.sleep(0.3)
 """)
   settings.timeout_s = 1.5
   returned, hung = score(settings, attack + "    return 0\n", attack + "    time.sleep(60)\n")
-  assert failed(returned) and hung["status"] == "timeout"
+  assert contained(returned) and hung["status"] == "timeout" and hung["sandbox"] == EXPECTED
   assert processes_with(f"sleep\0{marker}") == []
 
 
@@ -67,7 +69,7 @@ return False
 """)
   settings.output_mb = 4
   [report] = score_elsewhere(settings, attack)
-  assert failed(report["row"]) and "more than 4 MiB" in report["row"]["message"]
+  assert contained(report["row"]) and "more than 4 MiB" in report["row"]["message"]
   assert report["grown_mb"] < 64  # the flood: 400 MB for the first input alone
 
 
@@ -89,7 +91,7 @@ raise ValueError(f'forked {{n}}')
 """)
   [row] = score(settings, attack)
   forked = int(re.search(r"forked (\d+)", row["message"]).group(1))
-  assert failed(row) and 0 < forked < sandbox_job.PROCESSES
+  assert contained(row) and 0 < forked < sandbox_job.PROCESSES
   assert processes_with(f"sleep\0{marker}") == []
 
 
@@ -117,8 +119,42 @@ return 0
   finally:
     signal.signal(signal.SIGUSR1, previous)
   assert received == []
-  assert failed(rows[0]) and failed(rows[2])
+  assert contained(rows[0]) and contained(rows[2])
   assert rows[1]["status"] == rows[3]["status"] == "pass"
+
+
+# (add_key, keyctl) syscall numbers: the keyring has no libc wrapper.
+KEYRING = {"x86_64": (248, 250), "aarch64": (217, 219)}
+
+
+@needs_isolation
+@pytest.mark.skipif(os.uname().machine not in KEYRING, reason="keyring syscalls unknown here")
+def test_cannot_read_the_scorer_keyring(bench):
+  # A key in the scorer's session keyring (the kernel keyring is not namespaced), as a Kerberos
+  # ticket would be, sought by keyctl and in /proc/keys.
+  _, settings = bench
+  secret = f"planted-{uuid.uuid4().hex}"
+  add_key, keyctl = KEYRING[os.uname().machine]
+  plant = (f"import ctypes\nlibc = ctypes.CDLL(None)\n"
+           f"assert libc.syscall({keyctl}, 1, b'compgen-test') > 0\n"  # a session keyring
+           f"assert libc.syscall({add_key}, b'user', b'compgen-planted', {secret.encode()!r}, "
+           f"{len(secret)}, -3) > 0\n")
+  attack = body(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+got = [line[-30:] for line in open('/proc/keys') if 'compgen' in line]
+for ring in (-3, -4, -5):  # session, user, user session
+    key = libc.syscall({keyctl}, 10, ring, b'user', b'compgen-planted', 0)  # KEYCTL_SEARCH
+    buf = ctypes.create_string_buffer(200)
+    n = libc.syscall({keyctl}, 11, key, buf, 200)  # KEYCTL_READ
+    got.append(buf.raw[:max(n, 0)].decode() or f'errno {{ctypes.get_errno()}}')
+raise ValueError(' '.join(got))
+""")
+  row, control = (r["row"] for r in score_elsewhere(
+      settings, attack, ("isolated", "unisolated"), prelude=plant))
+  assert contained(row) and "errno 1" in row["message"]  # EPERM: the call itself is refused
+  assert "planted" not in row["message"]
+  assert secret in control["message"] and "compgen-planted" in control["message"]
 
 
 @needs_isolation
@@ -150,7 +186,7 @@ raise ValueError(' '.join(got))
     [row] = score(settings, attack)
     with pytest.raises(TimeoutError):
       listener.accept()
-  assert failed(row) and "connected" not in row["message"]
+  assert contained(row) and "connected" not in row["message"]
 
 
 @needs_isolation
@@ -172,4 +208,4 @@ def test_forged_passes_are_failures(bench):
       "import builtins\nbuiltins.BaseException = object\nimport os\nos._exit(0)",
   ]
   rows = score(settings, *[body(a) for a in attacks])
-  assert [row["status"] for row in rows if not failed(row)] == []
+  assert [row["status"] for row in rows if not contained(row)] == []

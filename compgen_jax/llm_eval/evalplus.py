@@ -232,9 +232,11 @@ def make(name: str, dataset: str) -> Benchmark:
   def score(problems: list[Problem], completions: list[str],
             settings: ml_collections.ConfigDict) -> list[dict]:
     """Per problem: "correct" (= plus), base, plus, status, message, "extracted" (the program),
-    "isolated". Expected outputs stay in the scorer's memory, never in a file, where a program
-    run unisolated could rewrite them."""
+    "isolated" and "sandbox" (the sandbox.MECHANISMS name that isolated it, or "none").
+    Expected outputs stay in the scorer's memory, never in a file, where a program run
+    unisolated could rewrite them."""
     safe = isolated(settings, f"benchmarks.{name}")
+    mechanism = sandbox.mechanism() if safe else "none"  # which one isolated the row
     expected = _expected(problems, settings, safe)
     programs = [sanitize(p.prompt + c, p.target["entry_point"])
                 for p, c in zip(problems, completions, strict=True)]
@@ -248,7 +250,8 @@ def make(name: str, dataset: str) -> Benchmark:
                        message=f"reference solution: {reference.message}")
       else:
         verdict = _judge(result, reference, problem.target)
-      out.append(dict(correct=verdict["plus"], extracted=program, isolated=safe, **verdict))
+      out.append(dict(correct=verdict["plus"], extracted=program, isolated=safe,
+                      sandbox=mechanism, **verdict))
     return out
 
   return Benchmark(name, default_settings, validate, lambda settings: load(settings, dataset),

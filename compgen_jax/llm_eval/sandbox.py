@@ -1,12 +1,15 @@
 """Runs untrusted generated code: one throwaway, isolated process tree per job, JSON in and out.
 
-Isolated (the default; Linux, root, util-linux `unshare`): each job is one `unshare` call with new
+Isolated (the default; Linux, util-linux `unshare`): each job is one `unshare` call with new
 mount, PID, network, IPC and UTS namespaces, in which sandbox_job.py runs as PID 1, builds a root
-that holds only the interpreter, read-only, and runs the program under a fresh uid with rlimits
-(sandbox_job.py says how). When PID 1 exits (the job returned, its alarm rang, or the scorer
-killed it) the kernel kills every process left in the namespace. The scorer reads back a capped
-number of bytes and sees nothing else of the job. Not covered: kernel exploits, side channels,
-CPU contention (docs/composition.md, "Sandbox").
+that holds only the interpreter, read-only, and runs the program without any capability, with
+rlimits (sandbox_job.py says how). Two mechanisms (MECHANISMS), the first that works is used:
+as root, the program runs under a fresh uid; otherwise the namespaces sit in a new user namespace
+(`unshare --user --map-root-user`), where the program is uid 0 with no capabilities, and the
+caller's uid outside. When PID 1 exits (the job returned, its alarm rang, or the scorer killed
+it) the kernel kills every process left in the namespace. The scorer reads back a capped number
+of bytes and sees nothing else of the job. Not covered: kernel exploits, side channels, CPU
+contention (docs/composition.md, "Sandbox").
 
 Unisolated (only when the caller accepts the risk): a plain subprocess in its own session with
 the same limits and a guard hiding destructive os functions, which stops mistakes, not attacks.
@@ -31,8 +34,16 @@ from compgen_jax.llm_eval import sandbox_job
 
 _GRACE_S = 1.0  # PID 1's alarm rings this long after the scorer's own deadline
 _MESSAGE_CHARS = 300
-HOW_TO_ISOLATE = ("run the scorer as root on Linux with util-linux `unshare` installed "
-                  "(docs/composition.md, 'Sandbox')")
+ROOT, USER_NAMESPACE = "root", "user_namespace"
+# What each mechanism puts around the namespaces; rows name the one that scored them.
+MECHANISMS = {ROOT: ["--mount"], USER_NAMESPACE: ["--user", "--map-root-user", "--mount"]}
+HOW_TO_ISOLATE = ("run the scorer on Linux with util-linux `unshare`, as root or where "
+                  "unprivileged user namespaces are allowed (docs/composition.md, 'Sandbox')")
+# Kernel settings that switch unprivileged user namespaces off: {sysctl: (that value, one that
+# allows them)}; AppArmor's is Ubuntu's (23.10 on).
+USERNS_SETTINGS = {"kernel.unprivileged_userns_clone": ("0", "1"),
+                   "user.max_user_namespaces": ("0", "a positive number"),
+                   "kernel.apparmor_restrict_unprivileged_userns": ("1", "0")}
 
 
 class Job(NamedTuple):
@@ -48,19 +59,52 @@ class Result(NamedTuple):
 
 
 @functools.cache
-def isolation_problem() -> str | None:
-  """Why jobs cannot run isolated on this machine (None if they can): checked once by running a
-  job that needs the standard library and its C extensions."""
+def _choose() -> tuple[str | None, str | None]:
+  """(the mechanism jobs run under, None) or (None, why none works), checked once by running a
+  job that needs the standard library and its C extensions: root's first when root (it also
+  gives the job a uid of its own), then the user namespace."""
   if sys.platform != "linux":
-    return f"Linux namespaces are needed, this is {sys.platform}"
+    return None, f"Linux namespaces are needed, this is {sys.platform}"
   if shutil.which("unshare") is None:
-    return "util-linux `unshare` is not installed"
-  if os.geteuid() != 0:
-    return "the job's namespaces and uid switch need root"
+    return None, "util-linux `unshare` is not installed"
   probe = Job("import decimal\ndef f():\n  return int(decimal.Decimal(1))\n", "f", [[]])
-  result, stderr = _execute(probe, 10.0, 256, 1 << 20, True)
-  if result != Result("ok", [1], None):
-    return f"a test job failed ({(stderr.strip().splitlines() or [result.message])[-1]})"
+  problem = None
+  for mechanism in ([ROOT] if os.geteuid() == 0 else []) + [USER_NAMESPACE]:
+    result, stderr = _execute(probe, 10.0, 256, 1 << 20, mechanism)
+    if result == Result("ok", [1], None):
+      return mechanism, None
+    problem = f"a test job failed ({(stderr.strip().splitlines() or [result.message])[-1]})"
+  return None, userns_refusal(_read_settings()) or problem
+
+
+def mechanism() -> str | None:
+  """The mechanism isolated jobs run under here (ROOT or USER_NAMESPACE), None if none works."""
+  return _choose()[0]
+
+
+def isolation_problem() -> str | None:
+  """Why jobs cannot run isolated on this machine (None if they can)."""
+  return _choose()[1]
+
+
+def _read_settings() -> dict[str, str]:
+  values = {}
+  for name in USERNS_SETTINGS:
+    try:
+      with open("/proc/sys/" + name.replace(".", "/")) as f:
+        values[name] = f.read().strip()
+    except OSError:  # the setting does not exist on this kernel
+      pass
+  return values
+
+
+def userns_refusal(values: dict[str, str]) -> str | None:
+  """The kernel setting among `values` ({sysctl: value}) that forbids an ordinary user's
+  namespaces, in one line with the value that would allow them; None if none does."""
+  for name, (off, allow) in USERNS_SETTINGS.items():
+    if values.get(name) == off:
+      return (f"unprivileged user namespaces are disabled ({name} = {off}); setting it to "
+              f"{allow}, or running as root, allows them")
   return None
 
 
@@ -70,7 +114,8 @@ def run(job: Job, timeout_s: float, memory_mb: int, output_mb: int = 64,
   isolated=False runs it without namespaces (the caller accepts the risk)."""
   if isolated and isolation_problem():
     raise RuntimeError(f"cannot isolate generated code: {isolation_problem()}; {HOW_TO_ISOLATE}")
-  return _execute(job, timeout_s, memory_mb, output_mb << 20, isolated)[0]
+  return _execute(job, timeout_s, memory_mb, output_mb << 20,
+                  mechanism() if isolated else None)[0]
 
 
 def run_many(jobs: list[Job], timeout_s: float, memory_mb: int, workers: int,
@@ -81,10 +126,13 @@ def run_many(jobs: list[Job], timeout_s: float, memory_mb: int, workers: int,
 
 
 def _execute(job: Job, timeout_s: float, memory_mb: int, output_bytes: int,
-             isolated: bool) -> tuple[Result, str]:
-  """(the job's Result, what the launcher wrote on stderr)."""
+             mechanism: str | None) -> tuple[Result, str]:
+  """(the job's Result, what the launcher wrote on stderr); mechanism None: unisolated."""
+  isolated = mechanism is not None
+  # uid 0: stay uid 0 of the user namespace, without capabilities (no other uid is mapped there)
+  uid = random.SystemRandom().randrange(1 << 20, 1 << 30) if mechanism == ROOT else 0
   request = dict(job._asdict(), memory_mb=memory_mb, cpu_s=math.ceil(timeout_s) + 1,
-                 wall_s=timeout_s + _GRACE_S, uid=random.SystemRandom().randrange(1 << 20, 1 << 30))
+                 wall_s=timeout_s + _GRACE_S, uid=uid)
   script = [sys.executable, "-s", "-P", os.path.abspath(sandbox_job.__file__)]
   with (tempfile.TemporaryDirectory(prefix="sandbox_", ignore_cleanup_errors=True) as directory,
         tempfile.TemporaryFile() as stderr):
@@ -94,8 +142,8 @@ def _execute(job: Job, timeout_s: float, memory_mb: int, output_bytes: int,
     # PYTHONHASHSEED, and a fixed seed makes str-set iteration orders agree between the
     # reference run and the candidate run.
     if isolated:
-      command = [shutil.which("unshare"), "--mount", "--net", "--ipc", "--uts", "--pid", "--fork",
-                 "--kill-child", *script, "isolated", directory]
+      command = [shutil.which("unshare"), *MECHANISMS[mechanism], "--net", "--ipc", "--uts",
+                 "--pid", "--fork", "--kill-child", *script, "isolated", directory]
     else:
       command = [*script, "unisolated", directory]
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

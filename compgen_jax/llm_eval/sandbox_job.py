@@ -3,8 +3,10 @@
 Isolated, this is PID 1 of the job's namespaces: it mounts the job's root on a tmpfs (read-only,
 nosuid views of /usr and the merged /bin, /lib..., the Python prefixes, four /dev nodes; a fresh
 /proc; a private /tmp), pivots the mount namespace onto it (the host's file system leaves the
-namespace), chroots into it and forks the job's process, which drops to a fresh unprivileged uid
-with no_new_privs, sets its rlimits and runs the program on each input, one JSON line per result.
+namespace), chroots into it and forks the job's process, which sets no_new_privs and loses every
+capability: as root by dropping to a fresh unprivileged uid, in a user namespace (no root) by
+emptying its capability sets (its uid there is 0, outside the caller's). It then sets its
+rlimits and runs the program on each input, one JSON line per result.
 PID 1 waits for it and exits, at the latest when its wall-clock alarm rings; the kernel then
 kills whatever is left in the namespace. Unisolated, only the job's process runs, with the same
 limits and a guard hiding destructive os functions (damage control).
@@ -34,9 +36,22 @@ _GUARDED_OS = ("kill", "killpg", "system", "fork", "forkpty", "setsid", "setpgid
                "chdir", "fchdir")
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND = 32, 4096
-_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS = 38, 24, 28
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+# NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off and NO_CAP_AMBIENT_RAISE, each locked: uid 0 regains no
+# capability on execve, and nothing the job does can undo that.
+_SECUREBITS = 0b11101111
+_CAP_VERSION_3 = 0x20080522
+# syscall numbers: glibc has no wrapper for pivot_root, and capset's lives in libcap
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+_CAPSET = {"x86_64": 126, "aarch64": 91}
 _MNT_DETACH = 2
-_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # syscall numbers: glibc has no wrapper
+# The kernel keyring is not namespaced: a job would share the scorer's session keyring (and, in
+# a user namespace, its uid's keys), so add_key, request_key and keyctl fail with EPERM (seccomp;
+# docker's default profile does the same). {machine: (AUDIT_ARCH, those syscall numbers)}
+_KEYRING_SYSCALLS = {"x86_64": (0xC000003E, (248, 249, 250)),
+                     "aarch64": (0xC00000B7, (217, 218, 219))}
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 
 def encode(x):
@@ -80,7 +95,10 @@ def _bind(source: str, target: str, flags: int = _MS_NODEV) -> None:
   else:
     open(target, "w").close()
   _mount(source, target, "", _MS_BIND)
-  _mount("", target, "", _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | flags)
+  # Keep the source's nodev / noexec: in a user namespace they are locked, and a remount that
+  # dropped them would fail.
+  kept = os.statvfs(source).f_flag & (os.ST_NODEV | os.ST_NOEXEC)  # = MS_NODEV | MS_NOEXEC
+  _mount("", target, "", _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | flags | kept)
 
 
 def _build_root(top: str, uid: int) -> None:
@@ -112,6 +130,8 @@ def _build_root(top: str, uid: int) -> None:
     _bind(f"/dev/{name}", f"{root}/dev/{name}", flags=0)
   os.mkdir(f"{root}/proc")
   _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+  if os.path.exists(f"{root}/proc/keys"):  # the keys' names, hidden as docker hides them
+    _mount("/dev/null", f"{root}/proc/keys", "", _MS_BIND)
   _mount("", top, "", _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
@@ -143,11 +163,12 @@ def _init(directory: str) -> None:
   pid = os.fork()
   if pid == 0:
     try:
-      uid = request["uid"]
       _libc_call("prctl", _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-      os.setgroups([])
-      os.setresgid(uid, uid, uid)
-      os.setresuid(uid, uid, uid)  # every capability goes with root
+      if request["uid"]:  # root's mechanism; 0: a user namespace, where only 0 is mapped
+        _switch_uid(request["uid"])
+      else:
+        _drop_capabilities()
+      _deny_keyring()
     except BaseException as e:
       print(f"sandbox: dropping privileges failed: {e}", file=sys.stderr, flush=True)
       os._exit(1)
@@ -157,6 +178,58 @@ def _init(directory: str) -> None:
     if reaped == pid:
       code = os.waitstatus_to_exitcode(status)
       os._exit(code if code >= 0 else 128 - code)
+
+
+def _switch_uid(uid: int) -> None:
+  """As root: every capability goes with the switch to a uid nothing else uses."""
+  os.setgroups([])
+  os.setresgid(uid, uid, uid)
+  os.setresuid(uid, uid, uid)
+
+
+def _drop_capabilities() -> None:
+  """In a user namespace (only the caller's uid is mapped, so there is no other uid to switch
+  to): empties the bounding, ambient, effective, permitted and inheritable sets, locks the
+  securebits, and checks the kernel's own account of the result."""
+  _libc_call("prctl", _PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0)
+  cap = 0
+  while ctypes.CDLL(None).prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:  # EINVAL past the last
+    cap += 1
+  _libc_call("prctl", _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+  number = _CAPSET.get(os.uname().machine)
+  if number is None:
+    raise OSError(f"capset: syscall number unknown on {os.uname().machine}")
+  header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+  _libc_call("syscall", number, header, (ctypes.c_uint32 * 6)())  # 2 x (eff, perm, inh) = 0
+  with open("/proc/self/status") as f:
+    sets = dict(line.split(":\t") for line in f.read().splitlines() if line.startswith("Cap"))
+  if cap == 0 or any(int(value, 16) for value in sets.values()):
+    raise OSError(f"capabilities left after dropping them: {sets}")
+
+
+def _deny_keyring() -> None:
+  """A seccomp filter: the keyring syscalls (_KEYRING_SYSCALLS) and any x32 call fail with
+  EPERM, a call of another architecture kills the process, the rest is allowed."""
+  if os.uname().machine not in _KEYRING_SYSCALLS:
+    raise OSError(f"seccomp: syscall numbers unknown on {os.uname().machine}")
+  arch, numbers = _KEYRING_SYSCALLS[os.uname().machine]
+  load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE|K, BPF_RET
+  deny = 5 + len(numbers)  # index of the EPERM return; the kill follows it
+  program = [(load, 0, 0, 4), (equal, 0, deny - 1, arch), (load, 0, 0, 0),
+             (at_least, deny - 4, 0, 0x40000000)]  # x32's numbers have bit 30 set
+  program += [(equal, deny - 5 - i, 0, n) for i, n in enumerate(numbers)]
+  program += [(ret, 0, 0, 0x7FFF0000), (ret, 0, 0, 0x50000 | 1), (ret, 0, 0, 0x80000000)]
+
+  class Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+  class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+  filters = (Filter * len(program))(*[Filter(*op) for op in program])
+  _libc_call("prctl", _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER,
+             ctypes.byref(Program(len(program), filters)), 0, 0)
 
 
 def _limit(memory_mb: int, cpu_s: int, isolated: bool) -> None:
