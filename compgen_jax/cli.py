@@ -164,6 +164,19 @@ _PRINT_CONFIG = flags.DEFINE_bool(
     "as JSON and exit, writing nothing.")
 
 
+def mark_required(names: list[str]) -> None:
+  """flags.mark_flags_as_required, except that --print_config, which writes nothing, needs only
+  the config-file flags among `names` (not --workdir or --sweep_dir)."""
+  def check(values: dict) -> bool:
+    needed = [n for n in names if not values["print_config"] or n == "config"]
+    missing = [n for n in needed if values[n] is None]
+    if missing:
+      raise flags.ValidationError(f"Flag --{missing[0]} must have a value other than None.")
+    return True
+
+  flags.register_multi_flags_validator([*names, "print_config"], check)
+
+
 def print_configs(resolve=None) -> None:
   """--print_config: each config-file flag's tree, through `resolve` (the binary's own view of
   its config, e.g. training.config.resolved) when given; a ConfigError when there is none."""

@@ -32,7 +32,7 @@ _EVALUATE_ONLY = flags.DEFINE_bool("evaluate_only", False, "Restore the workdir'
                                    "models and run the experiments over them; never train.")
 _EXPERIMENTS = flags.DEFINE_list("experiments", [], "With --evaluate_only: the experiments to "
                                  "run (default: the config's experiments).")
-flags.mark_flags_as_required(["workdir"])
+cli.mark_required(["workdir"])
 
 
 def main(argv):

@@ -24,7 +24,7 @@ _EVERY = flags.DEFINE_bool("every", False, "Evaluate every saved checkpoint.")
 _EVALUATORS = flags.DEFINE_list("evaluators", [], "Evaluator names (default: all that apply "
                                 "to the task family), with their settings from the workdir's "
                                 "config evals section, else the defaults.")
-flags.mark_flags_as_required(["workdir"])
+cli.mark_required(["workdir"])
 _SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 
 

@@ -24,7 +24,7 @@ _MODE = flags.DEFINE_enum("mode", "all", list(experiment.MODES), "train, evaluat
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step to evaluate (default: the latest).")
 _EVERY = flags.DEFINE_bool("every", False, "Evaluate and probe every checkpoint (a re-run "
                            "replaces the rows of its steps).")
-flags.mark_flags_as_required(["workdir"])
+cli.mark_required(["workdir"])
 
 
 def main(argv):

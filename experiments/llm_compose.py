@@ -20,7 +20,7 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "configs/llm.py:<prese
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "where results, converted models and the "
                                "report go")
-flags.mark_flags_as_required(["config", "workdir"])
+cli.mark_required(["config", "workdir"])
 
 
 def main(argv):

@@ -18,7 +18,7 @@ from compgen_jax.scaling import passes
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
 _EVERY = flags.DEFINE_bool("every", False, "Probe every saved checkpoint.")
-flags.mark_flags_as_required(["workdir"])
+cli.mark_required(["workdir"])
 
 
 def main(argv):

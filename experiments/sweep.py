@@ -68,7 +68,7 @@ _NODES = flags.DEFINE_integer("slurm_nodes", 1, "Nodes per program: above 1 each
                               lower_bound=1)
 _ARRAY = flags.DEFINE_integer("slurm_array_parallelism", None, "Jobs of the array running at "
                               "once (default: submitit's).")
-flags.mark_flags_as_required(["config", "sweep_dir"])
+cli.mark_required(["config", "sweep_dir"])
 
 
 def main(argv):

@@ -17,7 +17,7 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with pres
                                           "configs/hyperteacher.py:quick.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for config.json, metrics and "
                                "checkpoints; an existing one is resumed.")
-flags.mark_flags_as_required(["config", "workdir"])
+cli.mark_required(["config", "workdir"])
 
 
 def main(argv):

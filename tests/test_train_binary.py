@@ -107,6 +107,18 @@ def test_print_config_prints_the_resolved_tree_and_writes_nothing(tmp_path):
   assert len(evaluate.stderr.strip().splitlines()) == 1
 
 
+def test_print_config_needs_no_workdir():
+  # --print_config writes nothing, so only the config is required; a run still needs --workdir
+  shown = subprocess.run(
+      [sys.executable, os.path.join(REPO, "experiments", "llm_compose.py"),
+       "--config=configs/llm.py:tiny", "--print_config"], capture_output=True, text=True,
+      cwd=REPO, timeout=300)
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  assert "benchmarks" in json.loads(shown.stdout)
+  refused = _train("--config=configs/hyperteacher.py:tiny")
+  assert refused.returncode != 0 and "--workdir must have a value" in refused.stderr
+
+
 def test_resolved_fills_in_what_a_run_reads():
   cfg = load_config("preference", "tiny")
   with cfg.unlocked():
