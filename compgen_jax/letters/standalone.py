@@ -71,16 +71,10 @@ def config_argv(argv: list[str]) -> list[str]:
   return [argv[0], f"--config={os.path.abspath(__file__)}:{workdir}", *argv[1:]]
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-  out = {}
-  for k, v in d.items():
-    out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-  return out
-
-
 def check_overrides(saved: ml_collections.ConfigDict, cfg: ml_collections.ConfigDict) -> None:
   """ConfigError naming the first field outside EVALUATION_FIELDS where `cfg` differs."""
-  old, new = _flat(workdir_lib.config_dict(saved)), _flat(workdir_lib.config_dict(cfg))
+  old = workdir_lib.flatten(workdir_lib.config_dict(saved))
+  new = workdir_lib.flatten(workdir_lib.config_dict(cfg))
   changed = [k for k in sorted(set(old) | set(new)) if old.get(k, "<absent>") != new.get(
       k, "<absent>") and not any(k == f or k.startswith(f + ".") for f in EVALUATION_FIELDS)]
   if changed:
