@@ -71,7 +71,7 @@ reproduce-cpu-%: $(STAMP)
 
 # Theorem 3.1's construction and bounds (configs/theorem.py:quick, 4-10 min on 2 cores): the
 # binary writes results/cpu/theorem/theorem.jsonl, then report.md, claims.json and the PNGs from
-# those rows (python -m compgen_jax.theory.report regenerates them alone).
+# those rows (python experiments/report.py --dir=results/cpu/theorem regenerates them alone).
 .PHONY: reproduce-cpu-theorem
 reproduce-cpu-theorem: $(STAMP)
 	$(PY) experiments/theorem.py --config=configs/theorem.py:quick --workdir=$(CPU_RESULTS)/theorem

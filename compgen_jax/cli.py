@@ -1,10 +1,12 @@
 """What every absl binary shares: user errors become one line and exit status 2."""
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
 import sys
+from typing import NamedTuple
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -105,12 +107,6 @@ def parse_flags(argv: list[str]):
   sys.exit(2)
 
 
-_CACHE = flags.DEFINE_string(
-    "compilation_cache", os.environ.get("JAX_COMPILATION_CACHE_DIR"),
-    "Directory of JAX's persistent compilation cache: a second run of the same program skips "
-    "XLA compilation. Default: $JAX_COMPILATION_CACHE_DIR (unset: no cache).")
-
-
 def use_compilation_cache(directory: str | None) -> None:
   """Turns on the persistent compilation cache in `directory` (None: leave it off)."""
   if directory:
@@ -119,19 +115,6 @@ def use_compilation_cache(directory: str | None) -> None:
     jax.config.update("jax_compilation_cache_dir", os.path.abspath(directory))
     # Cache every program: start-up is many small compiles (init, splits, evaluators).
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-
-
-_DISTRIBUTED = flags.DEFINE_bool(
-    "distributed", False, "Join a multi-host job with jax.distributed.initialize() before any "
-    "JAX computation: the run axis is then sharded over every host's devices. Under SLURM (one "
-    "task per host) JAX reads the job from the environment; elsewhere give --coordinator_address, "
-    "--num_processes and --process_id.")
-_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "With --distributed: host:port "
-                                   "of process 0 (default: from the cluster environment).")
-_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "With --distributed: number of "
-                                      "processes (default: from the cluster environment).")
-_PROCESS_ID = flags.DEFINE_integer("process_id", None, "With --distributed: this process's "
-                                   "index (default: from the cluster environment).")
 
 
 def init_distributed(enabled: bool, coordinator_address: str | None = None,
@@ -158,10 +141,39 @@ def workdir_lock(distributed: bool):
   return workdir_lib.lock(path)
 
 
-_PRINT_CONFIG = flags.DEFINE_bool(
-    "print_config", False, "Print the resolved config tree of every config-file flag (--config, "
-    "with its overrides and, for training configs, the evaluator defaults filled in) "
-    "as JSON and exit, writing nothing.")
+class _Flags(NamedTuple):
+  cache: flags.FlagHolder
+  distributed: flags.FlagHolder
+  coordinator: flags.FlagHolder
+  num_processes: flags.FlagHolder
+  process_id: flags.FlagHolder
+  print_config: flags.FlagHolder
+
+
+@functools.cache
+def common_flags() -> _Flags:
+  """The flags every binary has, defined on the first call (binaries: through mark_required or
+  run), so that importing a library module (a notebook) registers no global flag."""
+  return _Flags(
+      flags.DEFINE_string(
+          "compilation_cache", os.environ.get("JAX_COMPILATION_CACHE_DIR"),
+          "Directory of JAX's persistent compilation cache: a second run of the same program "
+          "skips XLA compilation. Default: $JAX_COMPILATION_CACHE_DIR (unset: no cache)."),
+      flags.DEFINE_bool(
+          "distributed", False, "Join a multi-host job with jax.distributed.initialize() before "
+          "any JAX computation: the run axis is then sharded over every host's devices. Under "
+          "SLURM (one task per host) JAX reads the job from the environment; elsewhere give "
+          "--coordinator_address, --num_processes and --process_id."),
+      flags.DEFINE_string("coordinator_address", None, "With --distributed: host:port of "
+                          "process 0 (default: from the cluster environment)."),
+      flags.DEFINE_integer("num_processes", None, "With --distributed: number of processes "
+                           "(default: from the cluster environment)."),
+      flags.DEFINE_integer("process_id", None, "With --distributed: this process's index "
+                           "(default: from the cluster environment)."),
+      flags.DEFINE_bool(
+          "print_config", False, "Print the resolved config tree of every config-file flag "
+          "(--config, with its overrides and, for training configs, the evaluator defaults "
+          "filled in) as JSON and exit, writing nothing."))
 
 
 def mark_required(names: list[str]) -> None:
@@ -174,6 +186,7 @@ def mark_required(names: list[str]) -> None:
       raise flags.ValidationError(f"Flag --{missing[0]} must have a value other than None.")
     return True
 
+  common_flags()
   flags.register_multi_flags_validator([*names, "print_config"], check)
 
 
@@ -196,15 +209,17 @@ def run(main, resolve=None) -> None:
   """app.run(main) with parse_flags, and --compilation_cache and --distributed applied first;
   main runs holding the --workdir's lock (a second writer is refused in one line, exit 2).
   With --print_config the config tree is printed instead (print_configs, through `resolve`)."""
+  f = common_flags()
+
   def with_cache(argv):
-    if _PRINT_CONFIG.value:
+    if f.print_config.value:
       with user_errors():
         print_configs(resolve)
       return 0
-    use_compilation_cache(_CACHE.value)
-    init_distributed(_DISTRIBUTED.value, _COORDINATOR.value, _NUM_PROCESSES.value,
-                     _PROCESS_ID.value)
-    with user_errors(), workdir_lock(_DISTRIBUTED.value):
+    use_compilation_cache(f.cache.value)
+    init_distributed(f.distributed.value, f.coordinator.value, f.num_processes.value,
+                     f.process_id.value)
+    with user_errors(), workdir_lock(f.distributed.value):
       return main(argv)
 
   app.run(with_cache, flags_parser=parse_flags)

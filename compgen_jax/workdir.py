@@ -26,6 +26,11 @@ TENSORBOARD_DIR = "tensorboard"    # event files of the optional TensorBoard wri
 CURVES_FILE = "curves.png"         # learning curves drawn by the training binary
 EVAL_CURVE_FILE = "eval_ood_r2.png"  # OOD R^2 over checkpoints, drawn by the evaluate binary
 INDEX_FILE = "index.json"          # of a sweep dir: its programs and how they ran (sweeps/index)
+# Reports, every application's (apps.py: its record names the one it writes).
+SWEEP_REPORT_FILE = "REPORT.md"    # of a sweep dir: analysis/sweep_report
+REPORT_FILE = "report.md"          # of an images, letters, theorem or llm workdir
+CLAIMS_FILE = "claims.json"        # the verdicts of a report's claims (sweep reports, theorem)
+SUMMARY_FILE = "summary.jsonl"     # llm: one row per benchmark and system (llm_eval/runner)
 # A workdir's rows: what a report reads (analysis/load.py), results/cpu/.gitignore keeps and a
 # rerun is compared by (analysis/rerun.py); never checkpoints.
 ROW_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, PROBE_FILE, PARAMS_FILE)

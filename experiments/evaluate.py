@@ -1,9 +1,11 @@
-"""Runs evaluators over a workdir's saved checkpoints; writes rows to <workdir>/eval.jsonl
+"""Runs a workdir's evaluation over its saved checkpoints, for the application its config.json
+names (apps.py); the scaling experiment's evaluators write rows to <workdir>/eval.jsonl
 (replacing those of the steps it evaluates again).
 
   python experiments/evaluate.py --workdir=/tmp/ht_quick            # latest checkpoint
   python experiments/evaluate.py --workdir=/tmp/ht_quick --every    # every checkpoint (+ curve)
   python experiments/evaluate.py --workdir=/tmp/ht_quick --step=2000 --evaluators=id,ood
+  python experiments/evaluate.py --workdir=/tmp/images_tiny         # an image program
 
 Training artifacts are never modified. Exit status 2 with a message on a bad workdir or checkpoint.
 """
@@ -12,11 +14,12 @@ import os
 
 from absl import flags
 
-from compgen_jax import cli
+from compgen_jax import apps, cli
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import plots, report
 from compgen_jax.scaling import passes
 from compgen_jax.training import sharding
+from compgen_jax.types import ConfigError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -31,8 +34,14 @@ _SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 def main(argv):
   del argv
   cli.quiet_logging()
+  app, cfg = apps.of_workdir(_WORKDIR.value)
+  if app.name != "scaling":
+    if _EVALUATORS.value:
+      raise ConfigError("evaluators", f"a {app.name} workdir has no evaluator registry")
+    print(apps.stage(app, "evaluate")(cfg, _WORKDIR.value, _STEP.value, _EVERY.value))
+    return
   rows = passes.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
-                                     _EVALUATORS.value or None)
+                                 _EVALUATORS.value or None)
   keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
   print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
                                               for r in rows]))

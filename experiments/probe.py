@@ -1,8 +1,10 @@
-"""Linear probes of every layer over a workdir's checkpoints; writes rows to probes.jsonl
-(replacing those of the steps it probes again).
+"""Linear probes of every layer over a workdir's checkpoints, for the application its
+config.json names (apps.py); writes rows to probes.jsonl (replacing those of the steps it probes
+again).
 
   python experiments/probe.py --workdir=/tmp/ht_quick            # latest checkpoint
   python experiments/probe.py --workdir=/tmp/ht_quick --every    # every checkpoint
+  python experiments/probe.py --workdir=/tmp/images_tiny         # an image program
 
 Ridge (intercept, lambdas from config.probe) fitted on half of the probe's ID tasks, scored on the
 other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad input.
@@ -10,7 +12,7 @@ other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad
 
 from absl import flags
 
-from compgen_jax import cli
+from compgen_jax import apps, cli
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import report
 from compgen_jax.scaling import passes
@@ -24,6 +26,10 @@ cli.mark_required(["workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
+  app, cfg = apps.of_workdir(_WORKDIR.value)
+  if app.name != "scaling":
+    print(apps.stage(app, "probe")(cfg, _WORKDIR.value, _STEP.value, _EVERY.value))
+    return
   rows = passes.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
   print(report.table(*passes.probe_table(rows)))
   print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{workdir_lib.PROBE_FILE}")

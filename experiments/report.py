@@ -1,15 +1,21 @@
-"""Reports on runs: a sweep's REPORT.md with figures, or decodability vs OOD R^2 across workdirs.
+"""Reports on runs: any application's report of a directory, a sweep's REPORT.md with figures,
+or decodability vs OOD R^2 across workdirs.
 
+  python experiments/report.py --dir=results/cpu/theorem                   # DIR/report.md
+  python experiments/report.py --dir=results/cpu/letters
   python experiments/report.py --sweep_dir=results/cpu/data_scaling        # DIR/REPORT.md
   python experiments/report.py --sweep_dir=/x/model_size --out=/tmp/report
   python experiments/report.py --workdirs=/tmp/a,/tmp/b --out=/tmp/report
   python experiments/report.py --workdirs='/tmp/sweep/*' --out=/tmp/report --lam=1.0
 
---sweep_dir reads DIR/index.json (written by experiments/sweep.py), picks the sections from the
-sweep config's name (configs/sweeps/<experiment>.py) and writes REPORT.md and its PNGs into
---out (default DIR); a sweep of another binary (configs/sweeps/images.py) gets that binary's
-report (report.md). --workdirs reads config.json, metrics.jsonl, eval.jsonl and probes.jsonl and
-writes decodability.jsonl and the scatter PNG into --out.
+--dir takes a sweep dir (as --sweep_dir), a workdir (its config.json names the application, apps.py)
+or a folder of one application's runs (letters: DIR/runs/<name>/), and writes that application's
+report into --out (default DIR). --sweep_dir reads DIR/index.json (written by experiments/sweep.py),
+picks the sections from the sweep config's name (configs/sweeps/<experiment>.py) and writes
+REPORT.md and its PNGs into --out (default DIR); a sweep of another binary
+(configs/sweeps/images.py) gets that binary's report (report.md). --workdirs reads config.json,
+metrics.jsonl, eval.jsonl and probes.jsonl and writes decodability.jsonl and the scatter PNG into
+--out.
 """
 
 import glob
@@ -17,12 +23,14 @@ import os
 
 from absl import flags
 
-from compgen_jax import cli
+from compgen_jax import apps, cli
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import correlation
 from compgen_jax.sweeps import spec
 from compgen_jax.types import ConfigError
 
+_DIR = flags.DEFINE_string("dir", None, "A sweep dir, a workdir or a folder of runs: write its "
+                           "application's report.")
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "A sweep dir (with index.json): write its "
                                  "REPORT.md and figures.")
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "Workdirs (glob patterns allowed): correlate "
@@ -38,14 +46,19 @@ def _is_workdir(path: str) -> bool:
 
 def main(argv):
   del argv
-  if (_SWEEP_DIR.value is None) == (_WORKDIRS.value is None):
-    raise ConfigError("sweep_dir", "give exactly one of --sweep_dir and --workdirs")
-  if _SWEEP_DIR.value is not None:
-    binary = workdir_lib.read_index(_SWEEP_DIR.value).get("binary", "train")
+  given = [v for v in (_DIR.value, _SWEEP_DIR.value, _WORKDIRS.value) if v is not None]
+  if len(given) != 1:
+    raise ConfigError("dir", "give exactly one of --dir, --sweep_dir and --workdirs")
+  if _DIR.value is not None and not os.path.isfile(workdir_lib.index_path(_DIR.value)):
+    print(apps.of_report_dir(_DIR.value).report(_DIR.value, _OUT.value))
+    return
+  sweep_dir = _SWEEP_DIR.value or _DIR.value
+  if sweep_dir is not None:
+    binary = workdir_lib.read_index(sweep_dir).get("binary", "train")
     if binary not in spec.BINARIES:
-      raise ConfigError("sweep_dir", f"{_SWEEP_DIR.value!r}: its index names the binary "
+      raise ConfigError("sweep_dir", f"{sweep_dir!r}: its index names the binary "
                         f"{binary!r}; known: {', '.join(spec.BINARIES)}")
-    print(spec.BINARIES[binary].report(_SWEEP_DIR.value, _OUT.value))
+    print(spec.BINARIES[binary].report(sweep_dir, _OUT.value))
     return
   if _OUT.value is None:
     raise ConfigError("out", "--workdirs needs --out")

@@ -20,9 +20,10 @@ LAYERS = (
     ("analysis",),
     ("scaling",),  # paper 1's experiment (hyperteacher, preference); theory builds on it
     ("theory", "letters", "llm_eval", "images"),  # applications
+    ("apps",),  # one record per application: what the binaries and the sweep launcher read
     ("sweeps",),  # launches programs of the applications' binaries (spec.BINARIES)
 )
-APPLICATIONS = set(LAYERS[-2])
+APPLICATIONS = set(LAYERS[-3])
 # A read-only leaf: tables, plots and reports from workdir files, never a model or a run.
 ANALYSIS_MAY_IMPORT = {"types", "files", "workdir", "metric_writer", "tasks"}
 # Families that train through the engine alone (the contract: init_one + step + a config).

@@ -51,5 +51,7 @@ LAYERS = {"mlp": ("dense_0", "dense_1", "readout"),
 def test_probes_see_every_layer(student, encoding):
   cfg = load_config("hyperteacher", "tiny", **{"student.name": student, "encoding.name": encoding})
   hparams = {"frac_ood": 0.25, "learning_rate": 1e-3, "weight_decay": 0.0}
-  state = jax.eval_shape(lambda k: init_run(k, hparams, cfg), jax.random.key(0))
+  split = jax.tree.map(lambda a: a[0], runs.host_splits(
+      cfg, *runs.run_inputs(cfg, runs.run_grid(cfg)[:1])))
+  state = jax.eval_shape(lambda k: init_run(k, hparams, cfg, split), jax.random.key(0))
   assert activations.layer_names(state, cfg) == (activations.INPUT_LAYER, *LAYERS[student])

@@ -275,4 +275,4 @@ def test_report_binary_sweep_mode_and_flag_errors(tmp_path):
   assert done.returncode == 0, done.stderr[-2000:]
   assert done.stdout.strip() == str(tmp_path / "out" / "REPORT.md")
   done = subprocess.run([sys.executable, binary], capture_output=True, text=True, cwd=REPO)
-  assert done.returncode == 2 and "exactly one of --sweep_dir and --workdirs" in done.stderr
+  assert done.returncode == 2 and "exactly one of --dir, --sweep_dir and --workdirs" in done.stderr

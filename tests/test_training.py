@@ -66,8 +66,9 @@ def test_vmapped_run_equals_solo_run(tiny_cfg, strategy):
   grid = runs.run_grid(tiny_cfg)
   keys, hparams = runs.run_inputs(tiny_cfg, grid)
   stacked = scaling_train.make_init(tiny_cfg)(keys, hparams)
-  solo = jax.jit(lambda k, h: init_run(k, h, tiny_cfg))(keys[1], jax.tree.map(
-      lambda a: a[1], hparams))
+  one = lambda tree: jax.tree.map(lambda a: a[1], tree)  # noqa: E731 - run 1 alone
+  solo = jax.jit(lambda k, h, sp: init_run(k, h, tiny_cfg, sp))(
+      keys[1], one(hparams), one(runs.host_splits(tiny_cfg, keys, hparams)))
   chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], stacked), solo)
   bits = scaling_train.task_bits(tiny_cfg)
   chunk = scaling_train.make_chunk(tiny_cfg, 20, strategy)

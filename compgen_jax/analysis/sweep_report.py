@@ -33,7 +33,7 @@ from compgen_jax.analysis import sections_support as support
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.types import ConfigError
 
-REPORT_FILE = "REPORT.md"
+REPORT_FILE = workdir_lib.SWEEP_REPORT_FILE
 # The metrics a report shows, by the OOD key its rows carry (the family's loss writes it:
 # R^2 for regression, accuracies for classification).
 METRICS = {
@@ -43,7 +43,7 @@ METRICS = {
                            "id/acc_all"),
                     Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
 }
-CLAIMS_FILE = "claims.json"
+CLAIMS_FILE = workdir_lib.CLAIMS_FILE
 SETTING_HEADING = "## Setting against the paper's"
 RUNS_HEADING = "## Runs"  # the last section: wall times and command lines, which differ per run
 

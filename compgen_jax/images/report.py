@@ -11,11 +11,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from compgen_jax import files  # noqa: E402
+from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis import report as table_lib  # noqa: E402
 from compgen_jax.images import analysis  # noqa: E402
 
-REPORT_FILE = "report.md"
+REPORT_FILE = workdir_lib.REPORT_FILE
 SUCCESS_PNG = "success_vs_coverage.png"
 DECODABILITY_PNG = "decodability_vs_coverage.png"
 SCATTER_PNG = "decodability_vs_success.png"

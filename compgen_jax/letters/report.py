@@ -1,6 +1,6 @@
 """report.md and figures of committed letter runs, from their rows alone (no models).
 
-  python -m compgen_jax.letters.report results/cpu/letters
+  python experiments/report.py --dir=results/cpu/letters
 
 reads <dir>/runs/<name>/{config.json, scratch/metrics.jsonl, <experiment>/results.jsonl} and
 <dir>/timings.jsonl, and rewrites <dir>/report.md, em.png, separation.png and length.png.
@@ -8,7 +8,6 @@ reads <dir>/runs/<name>/{config.json, scratch/metrics.jsonl, <experiment>/result
 
 import json
 import os
-import sys
 from collections import defaultdict
 
 import matplotlib
@@ -24,7 +23,8 @@ from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis.markdown import table  # noqa: E402
 from compgen_jax.letters.training import SCRATCH  # noqa: E402
 
-RUNS_DIR, REPORT_FILE, TIMINGS_FILE = "runs", "report.md", "timings.jsonl"
+RUNS_DIR, TIMINGS_FILE = "runs", "timings.jsonl"
+REPORT_FILE = workdir_lib.REPORT_FILE
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations")
 EM_PNG, SEPARATION_PNG, LENGTH_PNG = "em.png", "separation.png", "length.png"
 
@@ -224,7 +224,7 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
   sections = [
       "# Letter substitution: logit composition (paper 2's toy)",
       "Regenerate (from the rows below this directory): "
-      "`python -m compgen_jax.letters.report results/cpu/letters`.",
+      "`python experiments/report.py --dir=results/cpu/letters`.",
       notes,
       "## Runs",
       table(["run", "preset", "composition", "init", "seeds", "width / positions / head",
@@ -267,6 +267,7 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
 def write_report(results_dir: str, out_dir: str | None = None) -> str:
   """Renders `results_dir`'s runs into out_dir (default results_dir); returns report.md."""
   out_dir = out_dir or results_dir
+  os.makedirs(out_dir, exist_ok=True)
   runs = load_runs(results_dir)
   notes_path = os.path.join(results_dir, "notes.md")
   notes = open(notes_path).read().strip() if os.path.exists(notes_path) else ""
@@ -275,6 +276,3 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   length_png(runs, os.path.join(out_dir, LENGTH_PNG))
   return files.write_text(os.path.join(out_dir, REPORT_FILE), render(runs, results_dir, notes))
 
-
-if __name__ == "__main__":
-  print(write_report(sys.argv[1]))

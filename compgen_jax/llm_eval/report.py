@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from compgen_jax import files  # noqa: E402
+from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import markdown  # noqa: E402
 
 # Kumar et al. 2026, Gemma-2-2B base / coding / math experts, composed (% accuracy or pass@1)
@@ -126,4 +127,4 @@ def write(workdir: str, rows: list[dict]) -> str:
       "fraction of tokens where two experts are both active (0 under the paper's disjointness "
       "assumption); log Z_t = 0 under exact factorization.",
       diagnostics_table(rows), markdown.figure("diagnostics.png", "diagnostics")])
-  return files.write_text(os.path.join(workdir, "report.md"), text + "\n")
+  return files.write_text(os.path.join(workdir, workdir_lib.REPORT_FILE), text + "\n")

@@ -94,10 +94,10 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
     for system in resolved:
       run_one(cfg, loaded, system, bench_name, problems[bench_name], workdir)
   rows = summarize(workdir, cfg, resolved)
-  metric_writer.replace_step_rows(os.path.join(workdir, "summary.jsonl"), 0, rows)
-  report.write(workdir, rows)
+  metric_writer.replace_step_rows(os.path.join(workdir, workdir_lib.SUMMARY_FILE), 0, rows)
+  path = report.write(workdir, rows)
   print(report.table(rows), flush=True)
-  print(f"[done] {time.time() - start:.0f} s; report: {os.path.join(workdir, 'report.md')}")
+  print(f"[done] {time.time() - start:.0f} s; report: {path}")
   return rows
 
 

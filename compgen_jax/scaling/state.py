@@ -52,11 +52,11 @@ def vocab_size(cfg: ml_collections.ConfigDict) -> int:
 
 
 def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict,
-             split: splits.Split | None = None) -> RunState:
-  """Creates the teacher, split, encoding, student and optimiser state of one run.
+             split: splits.Split) -> RunState:
+  """Creates the teacher, encoding, student and optimiser state of one run, with its split.
 
-  The split is a function of the key; pass it (splits.host_split of the key's data) to keep
-  the host callback that computes it out of the compiled program.
+  The split is a function of the key, computed on the host (runs.host_splits: the key's `split`
+  stream), so the compiled program holds no host callback.
   """
   family = families.get(cfg.task.family)
   enc = encodings.get(cfg.encoding.name)
@@ -64,9 +64,7 @@ def init_run(key: jax.Array, hparams: dict, cfg: ml_collections.ConfigDict,
   task = {
       "teacher": family.init(rng.stream(key, "teacher"), cfg.task),
       "encoding": enc.init(rng.stream(key, "encoding"), cfg.task.num_modules, cfg.encoding),
-      "split": split if split is not None else splits.split(
-          rng.stream(key, "split"), hparams["frac_ood"], strategy=cfg.task.support,
-          M=cfg.task.num_modules, K=cfg.task.max_hotness, max_retries=cfg.task.max_retries),
+      "split": split,
   }
   params = students.init_params(cfg.student, rng.stream(key, "student"), enc_dim, x_dim, out_dim,
                                 vocab_size(cfg))

@@ -19,12 +19,8 @@ from absl import flags
 from ml_collections import config_flags
 
 import compgen_jax
-from compgen_jax import checks, cli
+from compgen_jax import apps, checks, cli
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import sweep_report
-from compgen_jax.images import experiment as images_experiment
-from compgen_jax.images import report as images_report
-from compgen_jax.scaling import runs
 from compgen_jax.types import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(compgen_jax.__file__)))
@@ -54,20 +50,21 @@ def paper_programs(spec: str) -> list[dict]:
 
 def train_report(sweep_dir: str, out_dir: str | None = None) -> str:
   """A train.py sweep's REPORT.md and claims.json, its setting compared with its paper preset."""
-  return sweep_report.write_report(sweep_dir, out_dir, paper_programs)
+  return apps.APPS["scaling"].report(sweep_dir, out_dir, paper_programs)
 
 
+# The binaries of sweepable applications (apps.APPS: validation and reports come from there).
 BINARIES = {
-    "train": Binary(TRAIN, runs.validate, (), {
+    "train": Binary(TRAIN, apps.APPS["scaling"].validate, (), {
         "probe": ("probe.py", workdir_lib.PROBE_FILE, ()),
         "evaluate": ("evaluate.py", workdir_lib.EVAL_FILE, ("--every",))}, "ood/",
         train_report),
     # one program per shape-changing setting (model width); seeds x coverage vmapped inside it
-    "images": Binary(os.path.join("experiments", "images.py"), images_experiment.validate_program,
+    "images": Binary(os.path.join("experiments", "images.py"), apps.APPS["images"].validate,
                      ("--mode=train",), {
                          "probe": (None, workdir_lib.PROBE_FILE, ("--mode=probe",)),
                          "evaluate": (None, workdir_lib.EVAL_FILE, ("--mode=evaluate",))},
-                     "train/", images_report.write),
+                     "train/", apps.APPS["images"].report),
 }
 LOG_DIR = "logs"
 # Names in the sweep dir that are not programs.

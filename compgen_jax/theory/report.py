@@ -1,6 +1,6 @@
 """report.md, claims.json and the two figures of a Theorem 3.1 workdir, from its rows alone.
 
-  python -m compgen_jax.theory.report results/cpu/theorem
+  python experiments/report.py --dir=results/cpu/theorem
 
 reads <dir>/config.json, <dir>/theorem.jsonl (experiments/theorem.py) and an optional
 <dir>/notes.md, and rewrites <dir>/report.md, claims.json, error_vs_resolution.png and
@@ -10,7 +10,6 @@ neurons_vs_modules.png. No model or checkpoint is read.
 import json
 import math
 import os
-import sys
 
 import numpy as np
 
@@ -21,7 +20,8 @@ from compgen_jax.analysis.markdown import table
 from compgen_jax.theory import plots
 
 TABLE_FILE = "theorem.jsonl"  # experiments/theorem.py's rows
-REPORT_FILE, CLAIMS_FILE, NOTES_FILE = "report.md", "claims.json", "notes.md"
+REPORT_FILE, CLAIMS_FILE = workdir_lib.REPORT_FILE, workdir_lib.CLAIMS_FILE
+NOTES_FILE = "notes.md"
 ERROR_PNG, COUNT_PNG = "error_vs_resolution.png", "neurons_vs_modules.png"
 RATE, SLOWER_RATE = -2.0, -1.0  # the claimed exponent, and the one the interval must exclude
 
@@ -200,7 +200,7 @@ def render(cfg: dict, rows: list[dict], notes: str = "") -> str:
   sections = [
       "# Theorem 3.1: the explicit construction and its bounds, measured",
       "Regenerate (from config.json and theorem.jsonl in this directory): "
-      "`python -m compgen_jax.theory.report results/cpu/theorem`. Construction and bounds: "
+      "`python experiments/report.py --dir=results/cpu/theorem`. Construction and bounds: "
       "[docs/theory.md](../../../docs/theory.md).",
       notes,
       "## Setting",
@@ -246,6 +246,7 @@ def render(cfg: dict, rows: list[dict], notes: str = "") -> str:
 def write_report(results_dir: str, out_dir: str | None = None) -> str:
   """Renders `results_dir` into out_dir (default results_dir); returns the report's path."""
   out_dir = out_dir or results_dir
+  os.makedirs(out_dir, exist_ok=True)
   cfg, rows = load(results_dir)
   notes_path = os.path.join(results_dir, NOTES_FILE)
   notes = open(notes_path).read().strip() if os.path.exists(notes_path) else ""
@@ -254,6 +255,3 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(claims(rows)))
   return files.write_text(os.path.join(out_dir, REPORT_FILE), render(cfg, rows, notes))
 
-
-if __name__ == "__main__":
-  print(write_report(sys.argv[1]))

@@ -1,0 +1,156 @@
+"""One record per experiment (application): how its config is recognised and validated, how a
+workdir of it is run, evaluated, probed and reported, and the report file it writes. The uniform
+binaries read this table (experiments/train.py --config, evaluate.py / probe.py --workdir from
+the workdir's config.json, report.py --dir), and so does the sweep launcher (sweeps/spec.py)."""
+
+import json
+import os
+from collections.abc import Callable
+from typing import NamedTuple
+
+import ml_collections
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import curves, sweep_report
+from compgen_jax.analysis import report as table_lib
+from compgen_jax.images import experiment as images_experiment
+from compgen_jax.images import report as images_report
+from compgen_jax.letters import config as letters_config
+from compgen_jax.letters import report as letters_report
+from compgen_jax.letters import runner as letters_runner
+from compgen_jax.letters import standalone as letters_standalone
+from compgen_jax.llm_eval import report as llm_report
+from compgen_jax.llm_eval import runner as llm_runner
+from compgen_jax.scaling import config as scaling_config
+from compgen_jax.scaling import passes as scaling_passes
+from compgen_jax.scaling import runs as scaling_runs
+from compgen_jax.scaling import train as scaling_train
+from compgen_jax.theory import experiment as theory_experiment
+from compgen_jax.theory import report as theory_report
+from compgen_jax.training import sharding
+from compgen_jax.types import ConfigError
+
+
+class App(NamedTuple):
+  """An experiment as the binaries see it. Stages it lacks are None (the binary says so)."""
+  name: str
+  keys: frozenset           # top-level config sections that mark its configs (all of them)
+  validate: Callable        # (cfg) -> None; ConfigError naming the field, before anything runs
+  run: Callable             # (cfg, workdir) -> text: train (llm: score) the config's program
+  evaluate: Callable | None  # (cfg, workdir, step, every) -> rows, over saved checkpoints
+  probe: Callable | None    # (cfg, workdir, step, every) -> rows
+  report: Callable          # (dir, out_dir, **extra) -> path of the report it wrote
+  report_file: str          # the report's name in dir (workdir.py)
+  resolve: Callable = lambda cfg: cfg  # the tree --print_config shows (defaults filled in)
+
+
+def _scaling_run(cfg, workdir) -> str:
+  rows = scaling_train.train_and_evaluate(cfg, workdir)
+  if sharding.is_main_process():  # the workdir's one writer
+    curves.plot_curves(workdir)
+  return table_lib.final_table(rows, workdir)
+
+
+def _images_stage(mode: str):
+  return lambda cfg, workdir, step=None, every=False: images_experiment.run(
+      cfg, workdir, mode, step, every)
+
+
+def _letters_run(cfg, workdir) -> str:
+  results = letters_runner.run(cfg, workdir)
+  return f"experiments {', '.join(results)}: {workdir}/<experiment>/results.jsonl"
+
+
+def _theory_run(cfg, workdir) -> str:
+  return json.dumps(theory_experiment.run(cfg, workdir), indent=1)
+
+
+def _llm_run(cfg, workdir) -> str:
+  llm_runner.run(cfg, workdir)  # prints its table and the report's path
+  return ""
+
+
+def _letters_evaluate(cfg, workdir, step=None, every=False):
+  if step is not None or every:
+    raise ConfigError("step", "letters evaluates each phase's final models; no --step / --every")
+  return letters_standalone.evaluate(cfg, workdir)
+
+
+def _llm_report(directory: str, out_dir: str | None = None) -> str:
+  if out_dir not in (None, directory):
+    raise ConfigError("out", "an llm report is written into its workdir")
+  return llm_report.write(directory, metric_writer.read_rows(
+      os.path.join(directory, workdir_lib.SUMMARY_FILE)))
+
+
+APPS = {
+    "scaling": App(
+        "scaling", frozenset({"task", "encoding", "student"}), scaling_runs.validate,
+        _scaling_run,
+        lambda cfg, workdir, step=None, every=False: scaling_passes.evaluate_workdir(
+            workdir, step, every),
+        lambda cfg, workdir, step=None, every=False: scaling_passes.probe_workdir(
+            workdir, step, every),
+        sweep_report.write_report, workdir_lib.SWEEP_REPORT_FILE, scaling_config.resolved),
+    "images": App(
+        "images", frozenset({"scene", "flow", "sampler"}), images_experiment.validate_program,
+        _images_stage("train"), _images_stage("evaluate"), _images_stage("probe"),
+        images_report.write, workdir_lib.REPORT_FILE),
+    "letters": App(
+        "letters", frozenset({"experiments", "data", "compose", "finetune"}),
+        letters_config.validate, _letters_run, _letters_evaluate, None,
+        letters_report.write_report, workdir_lib.REPORT_FILE),
+    "theory": App(
+        "theory", frozenset({"theorem", "hyperteacher"}), theory_experiment.validate,
+        _theory_run, None, None, theory_report.write_report, workdir_lib.REPORT_FILE),
+    "llm": App(
+        "llm", frozenset({"benchmarks", "systems", "models"}), llm_runner.validate,
+        _llm_run, None, None, _llm_report, workdir_lib.REPORT_FILE),
+}
+
+
+def of_config(cfg: ml_collections.ConfigDict | dict) -> App:
+  """The application whose configs look like `cfg` (a config file's tree or a config.json):
+  the one whose marking sections it all has; ConfigError when none or several match."""
+  have = set(cfg.keys())
+  found = [app for app in APPS.values() if app.keys <= have]
+  if len(found) != 1:
+    raise ConfigError("config", f"its sections ({', '.join(sorted(have))}) are "
+                      f"{'no' if not found else 'more than one'} application's config: "
+                      + "; ".join(f"{a.name} has {', '.join(sorted(a.keys))}"
+                                  for a in APPS.values()))
+  return found[0]
+
+
+def of_report_dir(path: str) -> App:
+  """The application whose report `path` holds: a workdir (its config.json), or a folder of
+  runs (letters: <dir>/runs/<name>/config.json, all of one application)."""
+  if os.path.isfile(os.path.join(path, workdir_lib.CONFIG_FILE)):
+    return of_workdir(path)[0]
+  runs = os.path.join(path, "runs")
+  found = {of_workdir(os.path.join(runs, name))[0].name for name in
+           (sorted(os.listdir(runs)) if os.path.isdir(runs) else [])}
+  if len(found) != 1:
+    raise ConfigError("dir", f"{path!r} holds no {workdir_lib.INDEX_FILE} (a sweep), no "
+                      f"{workdir_lib.CONFIG_FILE} (a workdir) and no runs/ of one application")
+  return APPS[found.pop()]
+
+
+def of_workdir(path: str) -> tuple[App, ml_collections.ConfigDict]:
+  """(application, saved config) of a workdir, from its config.json (ConfigError when it has
+  none, or it is no application's)."""
+  if not os.path.isdir(path):
+    raise ConfigError("workdir", f"{path!r} does not exist or is not a directory")
+  cfg = workdir_lib.load_config(path)
+  return of_config(cfg), cfg
+
+
+def stage(app: App, name: str) -> Callable:
+  """The app's `name` stage (evaluate, probe), or a ConfigError saying it has none."""
+  fn = getattr(app, name)
+  if fn is None:
+    have = [s for s in ("evaluate", "probe") if getattr(app, s) is not None]
+    raise ConfigError("workdir", f"a {app.name} workdir has no {name} pass (its run does all of "
+                      f"it{'; it has: ' + ', '.join(have) if have else ''})")
+  return fn
