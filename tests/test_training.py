@@ -211,7 +211,7 @@ def test_evaluator_the_family_cannot_use_is_refused_before_config_json(tmp_path)
 def test_run_in_a_sweep_grid_equals_the_solo_run_with_its_key_and_values():
   """Same key and hyperparameters: the task (teacher, split, encoding) and the initial student
   are bit-identical; after training, equal to float32 rounding where the runs are vmapped and
-  bit-identical where they run one after another (one CPU; README states what holds)."""
+  bit-identical where they run one after another (one CPU; docs/training.md states what holds)."""
   grid_cfg = load_config("hyperteacher", "tiny", **{"sweep.learning_rate": (1e-3, 3e-3),
                                                     "sweep.frac_ood": (0.2, 0.5),
                                                     "student.mlp.width": 128})
