@@ -39,7 +39,7 @@ _ROUNDS = flags.DEFINE_integer("rounds", 1, "Rounds (each runs both ways; the be
 
 SWEEP = '''
 import ml_collections
-from compgen_jax.sweeps import grid
+from compgen_jax.scaling import grid
 
 
 def get_config(preset="bench"):

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from compgen_jax.analysis import paper, sweep_report
-from compgen_jax.scaling import runs
-from compgen_jax.sweeps import grid, spec
+from compgen_jax.scaling import grid, runs
+from compgen_jax.sweeps import spec
 from compgen_jax.tasks import combinatorics, supports
 from tests.helpers import REPO
 

@@ -29,7 +29,7 @@ Presets:
 
 import ml_collections
 
-from compgen_jax.sweeps import grid
+from compgen_jax.scaling import grid
 
 PRESETS = ("paper", "cpu", "tiny")
 PAPER_FRACS = (0.125, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99)

@@ -30,7 +30,7 @@ Presets:
 import ml_collections
 
 from compgen_jax.analysis import paper
-from compgen_jax.sweeps import grid
+from compgen_jax.scaling import grid
 
 PRESETS = ("paper", "cpu", "tiny")
 ENCODINGS = tuple(paper.ENCODING_TABLE)

@@ -29,7 +29,7 @@ Presets:
 
 import ml_collections
 
-from compgen_jax.sweeps import grid
+from compgen_jax.scaling import grid
 
 PRESETS = ("paper", "cpu", "tiny")
 ENCODINGS = ("invertible", "few_shot")

@@ -28,7 +28,7 @@ Presets:
 
 import ml_collections
 
-from compgen_jax.sweeps import grid
+from compgen_jax.scaling import grid
 
 PRESETS = ("paper", "cpu", "tiny")
 ENCODINGS = ("identity", "orthogonal", "tokens", "invertible", "interval_shuffle", "few_shot")

@@ -29,7 +29,7 @@ Presets:
 
 import ml_collections
 
-from compgen_jax.sweeps import grid
+from compgen_jax.scaling import grid
 
 PRESETS = ("paper", "cpu", "tiny")
 FRACS = (0.25, 0.5, 0.75)

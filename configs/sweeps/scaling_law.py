@@ -38,7 +38,7 @@ Presets:
 
 import ml_collections
 
-from compgen_jax.sweeps import grid
+from compgen_jax.scaling import grid
 
 PRESETS = ("paper", "cpu", "tiny")
 PAPER_FRACS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.9975, 0.999, 0.9995, 0.99975, 0.9999, 0.99995,

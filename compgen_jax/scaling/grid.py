@@ -1,6 +1,6 @@
-"""Helpers for sweep config files: products of program axes, the held-out fractions a support
-can use at a given (M, K), the `cpu` presets' shared training recipe and the setting of the
-paper's encoding table.
+"""The scaling experiment's sweep recipes, for its sweep config files (configs/sweeps/): products
+of program axes, the held-out fractions a support can use at a given (M, K), the `cpu` presets'
+shared training recipe and the setting of the paper's encoding table.
 
 A held-out fraction that leaves too few training tasks is rejected by validation, and since
 `sweep.frac_ood` is vmapped inside a program, one bad value would reject the whole program: the
