@@ -47,6 +47,15 @@ def _cfg(**overrides):
     ({"compose.eval_batch": 0}, "compose.eval_batch"),
     ({"compose.pairs": (("A>K", "A>B"),)}, "compose.pairs"),
     ({"init": "tied"}, "init"),
+    ({"compose.mask": "nucleus"}, "compose.mask"),
+    ({"compose.mask_p": 1.5}, "compose.mask_p"),
+    ({"compose.gate": "kl", "compose.gate_tau": -0.1}, "compose.gate_tau"),
+    ({"compose.eos": "first"}, "compose.eos"),
+    ({"compose.operator": "authors", "compose.lambdas": (1.0, 1.0)}, "compose.lambdas"),
+    ({"compose.operator": "authors"}, "compose.operator"),  # tiny runs k_experts
+    ({"compose.greedy": False, "compose.top_p": 0.0}, "compose.top_p"),
+    ({"compose.greedy": False, "compose.top_k": -1}, "compose.top_k"),
+    ({"compose.eos": "min", "data.layout": "position"}, "compose.eos"),
 ])
 def test_bad_config_is_refused_naming_the_field(overrides, field):
   with pytest.raises(ConfigError) as e:

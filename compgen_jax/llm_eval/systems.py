@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from compgen_jax import checks
-from compgen_jax.composition import arithmetic
+from compgen_jax.composition import arithmetic, spec
 from compgen_jax.lm import gemma2, loading
 from compgen_jax.lm.model import Model, same_vocabulary
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
@@ -24,10 +24,33 @@ from compgen_jax.types import CheckpointError, ConfigError, PyTree
 MERGES = ("task_arithmetic", "weight_average")
 
 
+PROMPT = "{prompt}"  # a template's stand-in for the benchmark's prompt
+
+
 class System(NamedTuple):
   name: str
   kind: str                   # "single", "composed" or a merge in MERGES
   members: tuple[str, ...]    # model names: [model], [background, *experts], merged models
+  templates: tuple[str, ...] = ()  # per member (composed): its prompt template; () = PROMPT
+
+
+def apply_template(template: str, prompt: str) -> str:
+  """The member's prompt (a plain replace: prompts hold braces, code does)."""
+  return template.replace(PROMPT, prompt)
+
+
+def _components(cfg, names) -> dict[str, tuple[str, str]]:
+  """Composition member name -> (model, template): every model under PROMPT, and
+  cfg.components; ConfigError naming the field for a bad one."""
+  out = {n: (n, PROMPT) for n in names}
+  for name, c in cfg.components.items():
+    if name in out:
+      raise ConfigError(f"components.{name}", "is also a model's name: give it another")
+    checks.choice(f"components.{name}.model", c.model, names)
+    if not isinstance(c.template, str):
+      raise ConfigError(f"components.{name}.template", f"must be a string, got {c.template!r}")
+    out[name] = (c.model, c.template)
+  return out
 
 
 def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
@@ -35,12 +58,18 @@ def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
   names = sorted(cfg.models.keys())
   out = []
   checks.choice("background", cfg.background, names)
+  components = _components(cfg, names)
+  spec.validate(cfg.compose)
   for s in cfg.systems:
     if s in names:
       out.append(System(s, "single", (s,)))
     elif s in cfg.compositions:
-      checks.choices(f"compositions.{s}", cfg.compositions[s], names)
-      out.append(System(s, "composed", (cfg.background,) + tuple(cfg.compositions[s])))
+      checks.choices(f"compositions.{s}", cfg.compositions[s], components)
+      members = [(cfg.background, PROMPT)] + [components[c] for c in cfg.compositions[s]]
+      spec.check_weights(spec.from_config(cfg.compose), cfg.compose.lam, len(members) - 1,
+                         "compose.lam")
+      out.append(System(s, "composed", tuple(m for m, _ in members),
+                        tuple(t for _, t in members)))
     elif s in MERGES:
       checks.choices("merge.experts", cfg.merge.experts, names)
       experts = tuple(cfg.merge.experts)
@@ -51,13 +80,6 @@ def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
                         f"({', '.join(cfg.compositions.keys())}) nor a merge ({', '.join(MERGES)})")
   if len({s.name for s in out}) != len(out):
     raise ConfigError("systems", f"names repeat: {list(cfg.systems)}")
-  for s in out:
-    if s.kind == "composed" and not cfg.compose.authors and cfg.compose.lam and \
-        len(cfg.compose.lam) != len(s.members) - 1:
-      raise ConfigError("compose.lam", f"{len(cfg.compose.lam)} weights for {s.name!r}'s "
-                        f"{len(s.members) - 1} experts")
-  if cfg.compose.authors and cfg.compose.lam:
-    raise ConfigError("compose.lam", "the authors' operator has all weights 1: leave lam ()")
   return out
 
 
