@@ -36,7 +36,7 @@ def _prompts(lens=(6, 3, 5, 4)):
 
 
 @pytest.mark.parametrize("draft_len,spec", [
-    (1, Spec()), (3, Spec(mask="top_p", mask_p=0.8, eos="min")), (5, Spec(operator="authors"))])
+    (1, Spec()), (3, Spec(operator="authors", mask="top_p", mask_p=0.8, eos="min"))])
 def test_speculative_equals_plain_greedy_token_for_token(params, draft_len, spec):
   prompts, valid = _prompts()
   plain_eos = gen_lib.generate((MODEL,), params[:1], prompts, valid, np.full(4, N))
