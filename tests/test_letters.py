@@ -192,3 +192,26 @@ def test_init_schemes():
   np.testing.assert_array_equal(shared[:2], shared[2:])  # task-major: same draw per seed
   assert not np.allclose(shared[0], shared[1])            # seeds differ
   assert not np.allclose(indep[:2], indep[2:]) and not np.allclose(indep[0], indep[1])
+
+
+def test_the_step_spec_and_sampling_fields_reach_letter_decoding():
+  """compose.gate, mask and top_k act in the letters' decoding: a gate above every KL
+  decodes the background alone, the mask changes random models' output, top_k = 1 sampling is
+  greedy."""
+  cfg = _cfg(num_seeds=1)
+  z = _random_zoo(cfg, ("identity", "A>B", "C>D"))
+  models, params = (z.model,) * 3, tuple(z.params[t] for t in ("identity", "A>B", "C>D"))
+  x = np.asarray(jax.random.randint(jax.random.key(4), (1, 16, 6), 0, 26))
+  ref, forced, _ = evaluate.references(x, np.full((1, 16), 6), data.table([]), "aligned")
+
+  def decode(models, params, **fields):
+    c = _cfg(num_seeds=1, **{f"compose.{k}": v for k, v in fields.items()})
+    return evaluate.decode_all(c, models, params, ref, forced, seed_keys_S=z.seed_keys)
+
+  plain = decode(models, params)
+  background = decode(models[:1], params[:1])
+  assert not np.array_equal(plain, background)
+  np.testing.assert_array_equal(decode(models, params, gate="kl", gate_tau=1e9), background)
+  assert not np.array_equal(decode(models, params, mask="alpha", mask_alpha=0.9), plain)
+  np.testing.assert_array_equal(decode(models, params, greedy=False, top_k=1), plain)
+  assert not np.array_equal(decode(models, params, greedy=False, temperature=2.0), plain)
