@@ -107,9 +107,9 @@ def _speculative(model, params, prompts, valid, batch, new):
     fast = lambda ps=ps, kw=kw: speculative.generate_speculative(
         (model,) * 3, ps, prompts, valid, np.full(batch, new), draft_len=_DRAFT.value, **kw)
     p, f = plain(), fast()
-    same = np.array_equal(p.tokens_BxN, f.tokens_BxN)
+    same = np.array_equal(p.tokens_BxN, f.gen.tokens_BxN)
     t_plain = _time(lambda plain=plain: plain().tokens_BxN)
-    t_fast = _time(lambda fast=fast: fast().tokens_BxN)
+    t_fast = _time(lambda fast=fast: fast().gen.tokens_BxN)
     print(f"{a:g} | {t_plain:.3f} | {t_fast:.3f} | {t_plain / t_fast:.2f}x | "
           f"{int(f.accepted_B.sum()) / max(int(f.drafted_B.sum()), 1):.2f} | "
           f"{int(f.num_rounds)} / {new}{'' if same else ' (TOKENS DIFFER)'}")

@@ -68,7 +68,10 @@ def base() -> ml_collections.ConfigDict:
   cfg.systems = ("base", "math", "coding", "composed", "task_arithmetic", "weight_average")
   cfg.generate = ml_collections.ConfigDict(dict(
       max_new_tokens=512, batch_size=8, prefill_chunk=512, pad_to=128, greedy=True,
-      temperature=1.0, **spec.truncation_fields()))  # top_k 0 / top_p 1 / min_p 0: off
+      temperature=1.0, **spec.truncation_fields(),  # top_k 0 / top_p 1 / min_p 0: off
+      # > 0: compositions decode speculatively, the background drafting this many tokens a
+      # round (composition/speculative.py; greedy only; the same tokens and diagnostics)
+      draft_len=0))
   cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")
   cfg.benchmarks = ml_collections.ConfigDict(
       {name: b.default_settings() for name, b in benchmarks.BENCHMARKS.items()})

@@ -39,20 +39,35 @@ def _prompts(lens=(6, 3, 5, 4)):
     (1, Spec()), (3, Spec(operator="authors", mask="top_p", mask_p=0.8, eos="min"))])
 def test_speculative_equals_plain_greedy_token_for_token(params, draft_len, spec):
   prompts, valid = _prompts()
-  plain_eos = gen_lib.generate((MODEL,), params[:1], prompts, valid, np.full(4, N))
-  # an EOS that plain decoding emits mid-sequence in some row, so rows end at different steps
-  eos_id = int(np.asarray(plain_eos.tokens_BxN)[1, 4])
-  model = MODEL._replace(eos_id=eos_id)
   budgets = np.array([N, 9, 0, 11])
-  kw = dict(spec=spec, max_new_tokens=N, prefill_chunk=4)
+  kw = dict(spec=spec, max_new_tokens=N, prefill_chunk=4, kl_threshold=0.05)
+  first = gen_lib.generate((MODEL,) * 3, params, prompts, valid, budgets, stop_at_eos=False, **kw)
+  # an EOS that composed decoding emits mid-sequence in row 1, so rows end at different steps
+  model = MODEL._replace(eos_id=int(np.asarray(first.tokens_BxN)[1, 4]))
   plain = gen_lib.generate((model,) * 3, params, prompts, valid, budgets, **kw)
+  # a stop bigram written by a row that runs to its budget and by no row that ends at EOS
+  toks, lens = np.asarray(plain.tokens_BxN), np.asarray(plain.lengths_B)
+  reasons = np.asarray(plain.reason_B)
+  bigrams = lambda r: [tuple(int(t) for t in toks[r, k:k + 2]) for k in range(lens[r] - 1)]
+  seen = {b for r in range(4) if reasons[r] == gen_lib.EOS for b in bigrams(r)}
+  stops = (next(b for r in range(4) if reasons[r] == gen_lib.BUDGET and lens[r] >= 8
+                for b in bigrams(r)[5:] if b not in seen),)
+  plain = gen_lib.generate((model,) * 3, params, prompts, valid, budgets, stop_sequences=stops,
+                           **kw)
   fast = speculative.generate_speculative((model,) * 3, params, prompts, valid, budgets,
-                                          draft_len=draft_len, **kw)
-  np.testing.assert_array_equal(fast.tokens_BxN, plain.tokens_BxN)
-  np.testing.assert_array_equal(fast.lengths_B, plain.lengths_B)
-  np.testing.assert_array_equal(fast.reason_B, plain.reason_B)
-  assert int(np.sum(plain.lengths_B)) > 2 * N  # long enough to cross several rounds
+                                          draft_len=draft_len, stop_sequences=stops, **kw)
+  for name in ("tokens_BxN", "lengths_B", "reason_B", "active_BxNxK"):
+    np.testing.assert_array_equal(getattr(fast.gen, name), getattr(plain, name), err_msg=name)
+  for name in ("log_z_BxN", "p_eos_BxN", "p_eos_BxNxM", "kl_BxNxK"):
+    np.testing.assert_allclose(getattr(fast.gen, name), getattr(plain, name), atol=1e-4,
+                               err_msg=name)
+  reasons = set(np.asarray(plain.reason_B).tolist())
+  assert {gen_lib.STOP, gen_lib.BUDGET} <= reasons  # rows end in different ways
+  # (the EOS rule 'min' moves p(EOS), so row 1 may no longer pick it)
+  assert spec.eos != "composed" or gen_lib.EOS in reasons
+  assert int(np.max(plain.lengths_B)) > draft_len + 2  # a row spans more than two rounds
   assert int(fast.num_rounds) <= int(plain.num_steps)
+  assert 0 < float(np.asarray(plain.active_BxNxK).mean()) < 1  # diagnostics compared non-trivially
 
 
 def test_drafts_are_accepted_where_experts_equal_the_background(params):
@@ -61,7 +76,7 @@ def test_drafts_are_accepted_where_experts_equal_the_background(params):
   same = speculative.generate_speculative((MODEL,) * 3, (b, b, b), prompts, valid,
                                           np.full(4, N), draft_len=3, stop_at_eos=False)
   plain = gen_lib.generate((MODEL,), (b,), prompts, valid, np.full(4, N), stop_at_eos=False)
-  np.testing.assert_array_equal(same.tokens_BxN, plain.tokens_BxN)
+  np.testing.assert_array_equal(same.gen.tokens_BxN, plain.tokens_BxN)
   np.testing.assert_array_equal(same.accepted_B, same.drafted_B)  # every draft accepted
   assert int(same.num_rounds) == N // 4  # n + 1 = 4 tokens per round
   other = speculative.generate_speculative((MODEL,) * 3, params, prompts, valid, np.full(4, N),

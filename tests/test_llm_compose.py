@@ -143,6 +143,22 @@ def test_member_templates_and_sampling_keys_through_the_text_pipeline(tiny_model
   assert [r["raw"] for r in one] != [r["raw"] for r in alone]
 
 
+def test_speculative_decoding_gives_the_same_rows(tiny_models):
+  """generate.draft_len > 0: the same completions, finish reasons and diagnostics."""
+  cfg, _, loaded = tiny_models
+  members = ("base", "math", "coding")
+  plain = _complete(cfg, loaded, members, PROMPTS, 3)
+  cfg = copy.deepcopy(cfg)
+  with cfg.unlocked():
+    cfg.generate.draft_len = 3
+  fast = _complete(cfg, loaded, members, PROMPTS, 3)
+  for p, f in zip(plain, fast, strict=True):
+    assert (p["raw"], p["num_tokens"], p["finish"], p["active_K"]) == (
+        f["raw"], f["num_tokens"], f["finish"], f["active_K"])
+    np.testing.assert_allclose(f["sum_abs_log_z"], p["sum_abs_log_z"], rtol=1e-4)
+  assert sum(r["num_tokens"] for r in plain) > 3
+
+
 def test_print_config_shows_the_composition_spec(tmp_path):
   proc = _binary("--config=configs/llm.py:tiny", f"--workdir={tmp_path / 'w'}",
                  "--config.compose.mask=top_p", "--print_config")
@@ -178,6 +194,7 @@ def test_merges_are_computed_in_float32_from_the_members(tiny_models):
     ("compose.gate_tau", -1.0, "compose.gate_tau"),
     ("compose.lam", (1.0, 1.0), "'compose.lam'.*all weights 1"),  # the authors' operator
     ("compositions.composed", ("math", "nope"), "'compositions.composed'.*unknown 'nope'"),
+    ("generate.draft_len", -1, "generate.draft_len"),
 ])
 def test_bad_config_is_refused_naming_the_field(field, value, match):
   cfg = _config()

@@ -70,12 +70,7 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
   """
   spec = spec._replace(operator="authors") if authors else spec
   num_models = len(models)
-  if isinstance(prompts_BxP, tuple | list):
-    prompts = tuple(jnp.asarray(p, jnp.int32) for p in prompts_BxP)
-    valids = tuple(jnp.asarray(v, bool) for v in prompt_valid_BxP)
-  else:
-    prompts = (jnp.asarray(prompts_BxP, jnp.int32),) * num_models
-    valids = (jnp.asarray(prompt_valid_BxP, bool),) * num_models
+  prompts, valids = per_model(prompts_BxP, prompt_valid_BxP, num_models)
   budget_B = np.asarray(max_new_tokens_B, np.int32)
   stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
   num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
@@ -91,6 +86,16 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
       jnp.asarray(kl_threshold, jnp.float32), models=tuple(models), num_new=num_new,
       stops=stops, stop_at_eos=stop_at_eos, greedy=greedy, spec=spec, trunc=trunc,
       chunk=prefill_chunk)
+
+
+def per_model(prompts_BxP, prompt_valid_BxP, num_models: int) -> tuple[tuple, tuple]:
+  """(prompts, validity) as one [B, P] pair per model: a tuple of M as given, or one batch
+  repeated."""
+  if isinstance(prompts_BxP, tuple | list):
+    return (tuple(jnp.asarray(p, jnp.int32) for p in prompts_BxP),
+            tuple(jnp.asarray(v, bool) for v in prompt_valid_BxP))
+  return ((jnp.asarray(prompts_BxP, jnp.int32),) * num_models,
+          (jnp.asarray(prompt_valid_BxP, bool),) * num_models)
 
 
 def check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
@@ -130,7 +135,7 @@ def _log_softmax(logits_BxV: Array) -> Array:
   return jax.nn.log_softmax(logits_BxV.astype(jnp.float32), axis=-1)
 
 
-def _stop_hit(tail_BxS: Array, length_B: Array, stops: tuple[tuple[int, ...], ...]) -> Array:
+def stop_hit(tail_BxS: Array, length_B: Array, stops: tuple[tuple[int, ...], ...]) -> Array:
   """True where the last generated tokens equal a stop sequence (generated tokens only)."""
   hit_B = jnp.zeros(tail_BxS.shape[:1], bool)
   for s in stops:
@@ -177,7 +182,7 @@ def _generate(params, prompts, valids, budget_B, lam_K, temperature, keys_B, kl_
     length_B = c["length"] + running_B
     tail_BxS = jnp.concatenate([c["tail"][:, 1:], next_B[:, None]], axis=1)
     eos_B = running_B & (next_B == eos_id) & stop_at_eos
-    stop_B = running_B & _stop_hit(tail_BxS, length_B, stops)
+    stop_B = running_B & stop_hit(tail_BxS, length_B, stops)
     budget_hit_B = running_B & (length_B >= budget_B)
     reason_B = jnp.where(eos_B, EOS, jnp.where(stop_B, STOP, jnp.where(
         budget_hit_B, BUDGET, c["reason"])))

@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 
 from compgen_jax import rng
-from compgen_jax.composition import generate
+from compgen_jax.composition import generate, speculative
 from compgen_jax.composition import spec as spec_lib
 from compgen_jax.llm_eval import systems
 from compgen_jax.llm_eval.benchmarks import truncate
@@ -86,11 +86,16 @@ def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
     rows = list(idx) + [idx[-1]] * (gen.batch_size - len(idx))  # fillers: budget 0
     keys = None if gen.greedy else jnp.stack(
         [rng.stream(run_key, f"decode/{ids[i]}") for i in rows])
-    out = generate.generate(
-        models, params, tuple(t for t, _ in padded), tuple(v for _, v in padded), budget,
-        stop_sequences=stops, lam_K=lam, temperature=gen.temperature, greedy=gen.greedy,
-        key=keys, prefill_chunk=gen.prefill_chunk, kl_threshold=compose.kl_threshold,
-        max_new_tokens=gen.max_new_tokens, spec=step_spec, trunc=spec_lib.truncation(gen))
+    kw = dict(stop_sequences=stops, lam_K=lam, prefill_chunk=gen.prefill_chunk,
+              kl_threshold=compose.kl_threshold, max_new_tokens=gen.max_new_tokens,
+              spec=step_spec)
+    prompts_M = (tuple(t for t, _ in padded), tuple(v for _, v in padded))
+    if composed and gen.get("draft_len", 0):  # greedy (runner.validate): the same outputs
+      out = speculative.generate_speculative(models, params, *prompts_M, budget,
+                                             draft_len=gen.draft_len, **kw).gen
+    else:
+      out = generate.generate(models, params, *prompts_M, budget, temperature=gen.temperature,
+                              greedy=gen.greedy, key=keys, trunc=spec_lib.truncation(gen), **kw)
     yield idx, _rows(jax.device_get(out), sp, model.eos_id, stop_strings, len(idx), composed)
 
 
