@@ -20,7 +20,7 @@ operator, its weights, a plausibility mask, selective gating, the EOS rule); `ge
 tokens are picked (greedy, or sampled: temperature, top_k, top_p, min_p, a key per problem).
 Classifier-free guidance with guidance scale g (one model under two prompts):
   --config.systems="('base','guided')" --config.compose.operator=paper \
-  --config.compose.lam="(-0.5,)"     # 1 - g for g = 1.5: p_c^g p_u^(1-g)
+  --config.components.unconditional.weight=-0.5     # 1 - g for g = 1.5: p_c^g p_u^(1-g)
 (docs/composition.md gives DExperts, proxy-tuning and contrastive decoding as configs).
 
 Presets: paper (Gemma-2-2B base + MergeBench math and coding experts, the paper's protocol: greedy,
@@ -49,10 +49,12 @@ def base() -> ml_collections.ConfigDict:
   cfg.background = "base"
   cfg.dtype = "bfloat16"
   # A component is a model under a prompt template ("{prompt}" stands for the benchmark's
-  # prompt; a model's own name is that model under "{prompt}"). `unconditional`: the
-  # background with no prompt (BOS alone), CFG's unconditional term.
+  # prompt) with its weight lambda as an expert (a model's own name is that model under
+  # "{prompt}" at weight 1; compose.lam, when given, overrides every weight). `unconditional`:
+  # the background with no prompt (BOS alone), CFG's unconditional term at weight 1 - g for
+  # guidance g = 1.5 (the `guided` system, with compose.operator=paper).
   cfg.components = ml_collections.ConfigDict(dict(
-      unconditional=ml_collections.ConfigDict(dict(model="base", template=""))))
+      unconditional=ml_collections.ConfigDict(dict(model="base", template="", weight=-0.5))))
   cfg.compositions = ml_collections.ConfigDict(dict(
       composed=("math", "coding"), composed_3=("math", "coding", "instruction"),
       guided=("unconditional",)))

@@ -123,6 +123,15 @@ def test_member_templates_and_sampling_keys_through_the_text_pipeline(tiny_model
     cfg.compose.operator = "paper"
   guided = systems.resolve(cfg)[1]
   assert guided.members == ("base", "base") and guided.templates == ("{prompt}", "")
+  assert guided.weights == (cfg.components.unconditional.weight,)  # the component's weight
+  with cfg.unlocked():
+    cfg.systems = ("composed", "guided")
+    cfg.compose.lam = (2.0,)
+  with pytest.raises(ConfigError, match="compose.lam"):  # an override for every composition
+    systems.resolve(cfg)
+  with cfg.unlocked():
+    cfg.compose.lam = ()
+  assert [s.weights for s in systems.resolve(cfg)] == [(1.0, 1.0), (-0.5,)]
   alone = _complete(cfg, loaded, ("base",), PROMPTS, 3)
   texts = {}
   for lam in (0.0, -1.0):
@@ -167,7 +176,7 @@ def test_print_config_shows_the_composition_spec(tmp_path):
   assert printed["compose"]["mask"] == "top_p" and printed["compose"]["operator"] == "authors"
   assert {"gate", "gate_tau", "eos", "mask_p", "mask_alpha"} <= set(printed["compose"])
   assert {"top_k", "top_p", "min_p"} <= set(printed["generate"])
-  assert printed["components"]["unconditional"] == {"model": "base", "template": ""}
+  assert printed["components"]["unconditional"] == {"model": "base", "template": "", "weight": -0.5}
   assert not os.path.exists(tmp_path / "w")
 
 
@@ -195,6 +204,7 @@ def test_merges_are_computed_in_float32_from_the_members(tiny_models):
     ("compose.lam", (1.0, 1.0), "'compose.lam'.*all weights 1"),  # the authors' operator
     ("compositions.composed", ("math", "nope"), "'compositions.composed'.*unknown 'nope'"),
     ("generate.draft_len", -1, "generate.draft_len"),
+    ("systems", ("base", "guided"), "components.unconditional.weight"),  # authors: weights 1
 ])
 def test_bad_config_is_refused_naming_the_field(field, value, match):
   cfg = _config()

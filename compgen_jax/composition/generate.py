@@ -75,7 +75,7 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
   stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
   num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
   check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
-         temperature, key, spec.authors, prefill_chunk)
+             temperature, key, spec.authors, prefill_chunk)
   if lam_K is None and not spec.authors:
     lam_K = jnp.ones((num_models - 1,), jnp.float32)
   keys_B = None if greedy else sampling.row_keys(key, len(budget_B))

@@ -60,12 +60,13 @@ def stop_tokens(sp, stop_strings: Sequence[str]) -> tuple[tuple[int, ...], ...]:
 def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
                 prompts: list[str], stop_strings: Sequence[str],
                 gen: ml_collections.ConfigDict, compose: ml_collections.ConfigDict,
-                seed: int = 0, templates: Sequence[str] = (), ids: Sequence[str] | None = None
-                ) -> Iterator[tuple[list[int], list[dict]]]:
+                seed: int = 0, templates: Sequence[str] = (), weights: Sequence[float] = (),
+                ids: Sequence[str] | None = None) -> Iterator[tuple[list[int], list[dict]]]:
   """Yields (prompt indices, rows) per batch: each row the completion cut at the first stop
   string, its raw text, token count, finish reason and the composition diagnostics.
-  `templates`: one per model (() = the prompt itself); `ids` name the problems' sampling
-  streams (default: their indices)."""
+  `templates`: one per model (() = the prompt itself); `weights`: one per expert (() =
+  compose.lam, or all 1); `ids` name the problems' sampling streams (default: their
+  indices)."""
   model = models[0]
   templates = tuple(templates) or (systems.PROMPT,) * len(models)
   encoded = [[encode(sp, model.bos_id, systems.apply_template(t, p)) for p in prompts]
@@ -76,7 +77,7 @@ def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
   step_spec = spec_lib.from_config(compose) if composed else spec_lib.PAPER
   lam = None
   if composed and not step_spec.authors:
-    lam = np.asarray(compose.lam or [1.0] * (len(models) - 1), np.float32)
+    lam = np.asarray(weights or compose.lam or [1.0] * (len(models) - 1), np.float32)
   run_key = rng.run_key(seed, 0)
   for idx in batches([len(e) for e in encoded[0]], gen.batch_size):
     padded = [left_pad([e[i] for i in idx], model.pad_id, gen.pad_to, gen.batch_size)

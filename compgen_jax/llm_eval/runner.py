@@ -68,7 +68,8 @@ def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, work
   for idx, rows in decoding.completions(models, params, loaded.tokenizer,
                                         [p.prompt for p in todo], bench.stop_strings,
                                         cfg.generate, cfg.compose, cfg.seed,
-                                        templates=system.templates, ids=[p.id for p in todo]):
+                                        templates=system.templates, weights=system.weights,
+                                        ids=[p.id for p in todo]):
     batch = [todo[i] for i in idx]
     scores = bench.score(batch, [r["completion"] for r in rows], settings)
     metric_writer.append_rows(path, [

@@ -32,6 +32,7 @@ class System(NamedTuple):
   kind: str                   # "single", "composed" or a merge in MERGES
   members: tuple[str, ...]    # model names: [model], [background, *experts], merged models
   templates: tuple[str, ...] = ()  # per member (composed): its prompt template; () = PROMPT
+  weights: tuple[float, ...] = ()    # per expert (composed): lambda_i; () = the operator's
 
 
 def apply_template(template: str, prompt: str) -> str:
@@ -39,18 +40,37 @@ def apply_template(template: str, prompt: str) -> str:
   return template.replace(PROMPT, prompt)
 
 
-def _components(cfg, names) -> dict[str, tuple[str, str]]:
-  """Composition member name -> (model, template): every model under PROMPT, and
-  cfg.components; ConfigError naming the field for a bad one."""
-  out = {n: (n, PROMPT) for n in names}
+def _components(cfg, names) -> dict[str, tuple[str, str, float]]:
+  """Composition member name -> (model, template, weight): every model under PROMPT at weight
+  1, and cfg.components; ConfigError naming the field for a bad one."""
+  out = {n: (n, PROMPT, 1.0) for n in names}
   for name, c in cfg.components.items():
     if name in out:
       raise ConfigError(f"components.{name}", "is also a model's name: give it another")
     checks.choice(f"components.{name}.model", c.model, names)
     if not isinstance(c.template, str):
       raise ConfigError(f"components.{name}.template", f"must be a string, got {c.template!r}")
-    out[name] = (c.model, c.template)
+    checks.number(f"components.{name}.weight", c.weight)
+    out[name] = (c.model, c.template, float(c.weight))
   return out
+
+
+def _weights(cfg, system: str, experts: list[str], components) -> tuple[float, ...]:
+  """The experts' weights: compose.lam when given, else each member's (a model's is 1); the
+  authors' operator takes none."""
+  step = spec.from_config(cfg.compose)
+  spec.check_weights(step, cfg.compose.lam, len(experts), "compose.lam")
+  if cfg.compose.lam:
+    return tuple(float(w) for w in cfg.compose.lam)
+  weights = tuple(components[e][2] for e in experts)
+  if step.authors:
+    odd = [e for e, w in zip(experts, weights, strict=True) if w != 1.0]
+    if odd:
+      raise ConfigError(f"components.{odd[0]}.weight", f"composition {system!r} uses the "
+                        "authors' operator, whose weights are all 1 (compose.operator=paper "
+                        "takes weights)")
+    return ()
+  return weights
 
 
 def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
@@ -65,11 +85,10 @@ def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
       out.append(System(s, "single", (s,)))
     elif s in cfg.compositions:
       checks.choices(f"compositions.{s}", cfg.compositions[s], components)
-      members = [(cfg.background, PROMPT)] + [components[c] for c in cfg.compositions[s]]
-      spec.check_weights(spec.from_config(cfg.compose), cfg.compose.lam, len(members) - 1,
-                         "compose.lam")
+      experts = list(cfg.compositions[s])
+      members = [(cfg.background, PROMPT)] + [components[c][:2] for c in experts]
       out.append(System(s, "composed", tuple(m for m, _ in members),
-                        tuple(t for _, t in members)))
+                        tuple(t for _, t in members), _weights(cfg, s, experts, components)))
     elif s in MERGES:
       checks.choices("merge.experts", cfg.merge.experts, names)
       experts = tuple(cfg.merge.experts)
