@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from compgen_jax import checkpointing, workdir
-from compgen_jax.letters import checks, config, data, evaluate, registry, runner, zoo
+from compgen_jax.composition import spec
+from compgen_jax.letters import checks, config, data, evaluate, registry, runner, standalone, zoo
 from compgen_jax.letters.context import Ctx
 from compgen_jax.lm.model import uniform_model
 from compgen_jax.types import ConfigError
@@ -215,3 +216,16 @@ def test_the_step_spec_and_sampling_fields_reach_letter_decoding():
   assert not np.array_equal(decode(models, params, mask="alpha", mask_alpha=0.9), plain)
   np.testing.assert_array_equal(decode(models, params, greedy=False, top_k=1), plain)
   assert not np.array_equal(decode(models, params, greedy=False, temperature=2.0), plain)
+
+
+def test_a_workdir_saved_before_the_step_spec_reads_with_its_defaults(tmp_path):
+  """--evaluate_only over a run saved before compose.operator/mask/gate/eos/top_k/top_p/min_p
+  existed: the fields come back with the defaults it decoded with, and validate."""
+  saved = workdir.config_dict(_cfg())
+  added = {**spec.spec_fields(), **spec.truncation_fields()}
+  for field in added:
+    del saved["compose"][field]
+  (tmp_path / workdir.CONFIG_FILE).write_text(json.dumps(saved))
+  cfg = standalone.saved_config(str(tmp_path))
+  assert {f: cfg.compose[f] for f in added} == added
+  config.validate(cfg)
