@@ -3,6 +3,11 @@ random models (`composition/generate.py`: prefill, then lockstep decoding in one
 
   python benchmarks/compose_llm_speed.py                      # tiny, seconds on a CPU
   python benchmarks/compose_llm_speed.py --size=2b --dtype=bfloat16 --batch=8   # accelerator
+  python benchmarks/compose_llm_speed.py --draft_len=4 --agreement=1,0.99,0.9,0
+
+With --draft_len, composed greedy decoding is also timed speculatively (background as the draft,
+`composition/speculative.py`) with experts interpolated between the background (agreement 1:
+the experts equal it, every draft accepted) and independent random models (agreement 0).
 
 `--size=2b` has gemma-2-2b's dimensions (2.6B parameters per model, three models): for an
 accelerator, far too slow and large for a CPU. Prints a table; never asserts on time.
@@ -15,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from compgen_jax.composition import generate
+from compgen_jax.composition import generate, speculative
 from compgen_jax.lm import gemma2
 
 SIZES = {
@@ -33,6 +38,10 @@ _PROMPT = flags.DEFINE_integer("prompt_len", 64, "prompt tokens (no padding)")
 _NEW = flags.DEFINE_integer("new_tokens", 64, "tokens generated per prompt (EOS ignored)")
 _CHUNK = flags.DEFINE_integer("prefill_chunk", 512, "prefill chunk")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "timed calls after one compile")
+_DRAFT = flags.DEFINE_integer("draft_len", 0, "speculative rounds draft this many tokens "
+                              "(0: not timed)")
+_AGREEMENT = flags.DEFINE_list("agreement", ["1", "0.9", "0"], "experts = a * background + "
+                               "(1 - a) * an independent init, for each a (with --draft_len)")
 _LAYERS = flags.DEFINE_integer("num_layers", 0, "override the size's layer count (0: keep): "
                                "2b dimensions at 2 and 4 layers fit a 24 GB CPU machine, and "
                                "the time per layer extrapolates to 26")
@@ -79,6 +88,31 @@ def main(argv):
   for name, k, sec in rows:
     print(f"{name} | {k} | {sec:.3f} | {batch * new / sec:.3g}")
   print(f"composed / plain time: {rows[1][2] / rows[0][2]:.2f}x (3 models: ideal 3x or less)")
+  if _DRAFT.value:
+    _speculative(model, params, prompts, valid, batch, new)
+
+
+def _speculative(model, params, prompts, valid, batch, new):
+  """Plain vs speculative composed greedy decoding as the experts move away from the
+  background; the tokens are checked equal, the time only printed."""
+  print(f"agreement | plain s | speculative s (n={_DRAFT.value}) | speedup | drafts accepted "
+        "| rounds / tokens")
+  for a in map(float, _AGREEMENT.value):
+    mix = lambda e, a=a: jax.tree.map(lambda x, y: (a * x + (1 - a) * y).astype(x.dtype),
+                                      params[0], e)
+    ps = (params[0], mix(params[1]), mix(params[2]))
+    kw = dict(stop_at_eos=False, prefill_chunk=_CHUNK.value)
+    plain = lambda ps=ps, kw=kw: generate.generate((model,) * 3, ps, prompts, valid,
+                                                   np.full(batch, new), **kw)
+    fast = lambda ps=ps, kw=kw: speculative.generate_speculative(
+        (model,) * 3, ps, prompts, valid, np.full(batch, new), draft_len=_DRAFT.value, **kw)
+    p, f = plain(), fast()
+    same = np.array_equal(p.tokens_BxN, f.gen.tokens_BxN)
+    t_plain = _time(lambda plain=plain: plain().tokens_BxN)
+    t_fast = _time(lambda fast=fast: fast().gen.tokens_BxN)
+    print(f"{a:g} | {t_plain:.3f} | {t_fast:.3f} | {t_plain / t_fast:.2f}x | "
+          f"{int(f.accepted_B.sum()) / max(int(f.drafted_B.sum()), 1):.2f} | "
+          f"{int(f.num_rounds)} / {new}{'' if same else ' (TOKENS DIFFER)'}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Lists are tuples; substitutions are 'X>Y' strings, e.g.
 
 import ml_collections
 
+from compgen_jax.composition import spec
 from compgen_jax.letters.registry import EXPERIMENTS
 
 PRESETS = ("authors", "paper", "quick", "tiny")
@@ -72,7 +73,8 @@ def base() -> ml_collections.ConfigDict:
   cfg.compose = ml_collections.ConfigDict(dict(
       pairs=(("A>B", "C>D"), ("A>K", "M>B")),  # expert pairs, each composed over identity
       lambdas=(),               # one weight per expert of a pair; () = all 1
-      temperature=1.0, greedy=True,
+      # sampling (greedy=False): temperature, then top_k (0: off), top_p (1: off), min_p (0: off)
+      temperature=1.0, greedy=True, **spec.truncation_fields(),
       ta_lambdas=(0.5, 1.0),    # task-arithmetic scales for the baselines
       k_experts=("A>B", "C>D", "E>F", "G>H", "I>J", "K>L", "M>N", "O>P"), k_max=8,
       overlap=("A>K", "A>B"), chain=("A>K", "K>Z"),
@@ -83,7 +85,12 @@ def base() -> ml_collections.ConfigDict:
                                 # (independent inits: 0.02-0.3% on factorized pairs, 3.6% overlap)
       ortho_cos_tol=0.1,        # flag: |cos| of the per-step log-ratio inner product
       ortho_norm_floor=1e-3,    # no cosine for an expert whose norm is below this x the largest
-      eval_batch=1000))         # decode this many strings per call
+      eval_batch=1000,          # decode this many strings per call
+      # each decoding step (composition/spec.py): operator paper | authors; mask none | top_p
+      # (the background's nucleus of mass mask_p) | alpha (p_b >= mask_alpha max p_b); gate
+      # none | kl (expert i only where KL(p_i||p_b) > gate_tau) | top1; eos composed |
+      # background | vote | min (the rule for p(EOS))
+      **spec.spec_fields()))
   return cfg
 
 

@@ -13,8 +13,15 @@
 Models are local Hugging Face Gemma-2 directories (config.json, *.safetensors, tokenizer.model;
 nothing is downloaded); data are local jsonl files in the benchmarks' own schemas. Systems are
 what gets scored: a model of `models` alone, a composition of `compositions` (experts over
-`background`, `compose.authors`: the authors' operator), or a merge: `task_arithmetic`
-(background + lam * sum of task vectors) and `weight_average` (of `merge.experts`).
+`background`, each a model or a `components` entry: a model under its own prompt template), or
+a merge: `task_arithmetic` (background + lam * sum of task vectors) and `weight_average` (of
+`merge.experts`). `compose` is the step spec of every composition (composition/spec.py: the
+operator, its weights, a plausibility mask, selective gating, the EOS rule); `generate` how
+tokens are picked (greedy, or sampled: temperature, top_k, top_p, min_p, a key per problem).
+Classifier-free guidance with guidance scale g (one model under two prompts):
+  --config.systems="('base','guided')" --config.compose.operator=paper \
+  --config.components.unconditional.weight=-0.5     # 1 - g for g = 1.5: p_c^g p_u^(1-g)
+(docs/composition.md gives DExperts, proxy-tuning and contrastive decoding as configs).
 
 Presets: paper (Gemma-2-2B base + MergeBench math and coding experts, the paper's protocol: greedy,
 512 new tokens, bfloat16; a GPU), cpu (tiny random Gemma-2 models written into WORKDIR/models and
@@ -27,6 +34,7 @@ import os
 
 import ml_collections
 
+from compgen_jax.composition import spec
 from compgen_jax.llm_eval import benchmarks
 
 PRESETS = ("paper", "cpu", "tiny")
@@ -40,16 +48,32 @@ def base() -> ml_collections.ConfigDict:
   cfg.models = ml_collections.ConfigDict(dict(base="", math="", coding="", instruction=""))
   cfg.background = "base"
   cfg.dtype = "bfloat16"
+  # A component is a model under a prompt template ("{prompt}" stands for the benchmark's
+  # prompt) with its weight lambda as an expert (a model's own name is that model under
+  # "{prompt}" at weight 1; compose.lam, when given, overrides every weight). `unconditional`:
+  # the background with no prompt (BOS alone), CFG's unconditional term at weight 1 - g for
+  # guidance g = 1.5 (the `guided` system, with compose.operator=paper).
+  cfg.components = ml_collections.ConfigDict(dict(
+      unconditional=ml_collections.ConfigDict(dict(model="base", template="", weight=-0.5))))
   cfg.compositions = ml_collections.ConfigDict(dict(
-      composed=("math", "coding"), composed_3=("math", "coding", "instruction")))
-  # authors=True: sum_i log p_i - log p_b (their notebook); False: the paper's operator with
-  # weights lam (one per expert; () = all ones). The diagnostics' activity threshold on KL.
-  cfg.compose = ml_collections.ConfigDict(dict(authors=True, lam=(), kl_threshold=0.1))
+      composed=("math", "coding"), composed_3=("math", "coding", "instruction"),
+      guided=("unconditional",)))
+  # The step spec (composition/spec.py): operator authors (sum_i log p_i - log p_b, their
+  # notebook) or paper (weights lam, one per expert; () = all ones; signed weights give
+  # DExperts, proxy-tuning, contrastive decoding, CFG); mask none | top_p (the background's
+  # nucleus of mass mask_p) | alpha (p_b >= mask_alpha max p_b); gate none | kl (expert i only
+  # where KL(p_i||p_b) > gate_tau) | top1; eos composed | background | vote | min.
+  # kl_threshold: the diagnostics' activity threshold on KL.
+  cfg.compose = ml_collections.ConfigDict(dict(
+      lam=(), kl_threshold=0.1, **spec.spec_fields(operator="authors")))
   cfg.merge = ml_collections.ConfigDict(dict(experts=("math", "coding"), lam=1.0))
   cfg.systems = ("base", "math", "coding", "composed", "task_arithmetic", "weight_average")
   cfg.generate = ml_collections.ConfigDict(dict(
       max_new_tokens=512, batch_size=8, prefill_chunk=512, pad_to=128, greedy=True,
-      temperature=1.0))
+      temperature=1.0, **spec.truncation_fields(),  # top_k 0 / top_p 1 / min_p 0: off
+      # > 0: compositions decode speculatively, the background drafting this many tokens a
+      # round (composition/speculative.py; greedy only; the same tokens and diagnostics)
+      draft_len=0))
   cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")
   cfg.benchmarks = ml_collections.ConfigDict(
       {name: b.default_settings() for name, b in benchmarks.BENCHMARKS.items()})
@@ -78,7 +102,7 @@ def get_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     # greedy decoding of 512 new tokens in bfloat16, the authors' operator, the four benchmarks,
     # the three systems and two merges of Gemma-2-2B with its math and coding experts.
     cfg.dtype = "bfloat16"
-    cfg.compose.authors = True
+    cfg.compose.operator = "authors"
     cfg.generate.update(max_new_tokens=512, greedy=True)
     cfg.systems = ("base", "math", "coding", "composed", "task_arithmetic", "weight_average")
     cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")

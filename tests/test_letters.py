@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from compgen_jax import checkpointing, workdir
-from compgen_jax.letters import checks, config, data, evaluate, registry, runner, zoo
+from compgen_jax.composition import spec
+from compgen_jax.letters import checks, config, data, evaluate, registry, runner, standalone, zoo
 from compgen_jax.letters.context import Ctx
 from compgen_jax.lm.model import uniform_model
 from compgen_jax.types import ConfigError
@@ -47,6 +48,15 @@ def _cfg(**overrides):
     ({"compose.eval_batch": 0}, "compose.eval_batch"),
     ({"compose.pairs": (("A>K", "A>B"),)}, "compose.pairs"),
     ({"init": "tied"}, "init"),
+    ({"compose.mask": "nucleus"}, "compose.mask"),
+    ({"compose.mask_p": 1.5}, "compose.mask_p"),
+    ({"compose.gate": "kl", "compose.gate_tau": -0.1}, "compose.gate_tau"),
+    ({"compose.eos": "first"}, "compose.eos"),
+    ({"compose.operator": "authors", "compose.lambdas": (1.0, 1.0)}, "compose.lambdas"),
+    ({"compose.operator": "authors"}, "compose.operator"),  # tiny runs k_experts
+    ({"compose.greedy": False, "compose.top_p": 0.0}, "compose.top_p"),
+    ({"compose.greedy": False, "compose.top_k": -1}, "compose.top_k"),
+    ({"compose.eos": "min", "data.layout": "position"}, "compose.eos"),
 ])
 def test_bad_config_is_refused_naming_the_field(overrides, field):
   with pytest.raises(ConfigError) as e:
@@ -183,3 +193,39 @@ def test_init_schemes():
   np.testing.assert_array_equal(shared[:2], shared[2:])  # task-major: same draw per seed
   assert not np.allclose(shared[0], shared[1])            # seeds differ
   assert not np.allclose(indep[:2], indep[2:]) and not np.allclose(indep[0], indep[1])
+
+
+def test_the_step_spec_and_sampling_fields_reach_letter_decoding():
+  """compose.gate, mask and top_k act in the letters' decoding: a gate above every KL
+  decodes the background alone, the mask changes random models' output, top_k = 1 sampling is
+  greedy."""
+  cfg = _cfg(num_seeds=1)
+  z = _random_zoo(cfg, ("identity", "A>B", "C>D"))
+  models, params = (z.model,) * 3, tuple(z.params[t] for t in ("identity", "A>B", "C>D"))
+  x = np.asarray(jax.random.randint(jax.random.key(4), (1, 16, 6), 0, 26))
+  ref, forced, _ = evaluate.references(x, np.full((1, 16), 6), data.table([]), "aligned")
+
+  def decode(models, params, **fields):
+    c = _cfg(num_seeds=1, **{f"compose.{k}": v for k, v in fields.items()})
+    return evaluate.decode_all(c, models, params, ref, forced, seed_keys_S=z.seed_keys)
+
+  plain = decode(models, params)
+  background = decode(models[:1], params[:1])
+  assert not np.array_equal(plain, background)
+  np.testing.assert_array_equal(decode(models, params, gate="kl", gate_tau=1e9), background)
+  assert not np.array_equal(decode(models, params, mask="alpha", mask_alpha=0.9), plain)
+  np.testing.assert_array_equal(decode(models, params, greedy=False, top_k=1), plain)
+  assert not np.array_equal(decode(models, params, greedy=False, temperature=2.0), plain)
+
+
+def test_a_workdir_saved_before_the_step_spec_reads_with_its_defaults(tmp_path):
+  """--evaluate_only over a run saved before compose.operator/mask/gate/eos/top_k/top_p/min_p
+  existed: the fields come back with the defaults it decoded with, and validate."""
+  saved = workdir.config_dict(_cfg())
+  added = {**spec.spec_fields(), **spec.truncation_fields()}
+  for field in added:
+    del saved["compose"][field]
+  (tmp_path / workdir.CONFIG_FILE).write_text(json.dumps(saved))
+  cfg = standalone.saved_config(str(tmp_path))
+  assert {f: cfg.compose[f] for f in added} == added
+  config.validate(cfg)

@@ -101,7 +101,7 @@ def test_composing_the_background_with_itself_is_the_background(tiny_models):
   cfg, _, loaded = tiny_models
   cfg = copy.deepcopy(cfg)
   with cfg.unlocked():
-    cfg.compose.authors = False
+    cfg.compose.operator = "paper"
   alone = _complete(cfg, loaded, ("base",), PROMPTS, 3)
   self_composed = _complete(cfg, loaded, ("base", "base"), PROMPTS, 3)
   assert [r["raw"] for r in alone] == [r["raw"] for r in self_composed]
@@ -110,6 +110,74 @@ def test_composing_the_background_with_itself_is_the_background(tiny_models):
   composed = _complete(cfg, loaded, ("base", "math", "coding"), PROMPTS, 3)
   assert [r["raw"] for r in composed] != [r["raw"] for r in alone]
   assert any(r["sum_abs_log_z"] > 0 for r in composed)
+
+
+def test_member_templates_and_sampling_keys_through_the_text_pipeline(tiny_models):
+  """CFG's member under the empty template: at weight 0 the composition is the background
+  (text for text), at weight -1 it changes the text; sampled completions depend on the
+  problem, not on its batch (a key per problem id)."""
+  cfg, _, loaded = tiny_models
+  cfg = copy.deepcopy(cfg)
+  with cfg.unlocked():
+    cfg.systems = ("base", "guided")
+    cfg.compose.operator = "paper"
+  guided = systems.resolve(cfg)[1]
+  assert guided.members == ("base", "base") and guided.templates == ("{prompt}", "")
+  assert guided.weights == (cfg.components.unconditional.weight,)  # the component's weight
+  with cfg.unlocked():
+    cfg.systems = ("composed", "guided")
+    cfg.compose.lam = (2.0,)
+  with pytest.raises(ConfigError, match="compose.lam"):  # an override for every composition
+    systems.resolve(cfg)
+  with cfg.unlocked():
+    cfg.compose.lam = ()
+  assert [s.weights for s in systems.resolve(cfg)] == [(1.0, 1.0), (-0.5,)]
+  alone = _complete(cfg, loaded, ("base",), PROMPTS, 3)
+  texts = {}
+  for lam in (0.0, -1.0):
+    with cfg.unlocked():
+      cfg.compose.lam = (lam,)
+    out = {}
+    for idx, rows in decoding.completions(
+        (loaded.models["base"],) * 2, (loaded.params["base"],) * 2, loaded.tokenizer, PROMPTS,
+        ("\n\n",), cfg.generate, cfg.compose, templates=guided.templates):
+      out.update(zip(idx, rows, strict=True))
+    texts[lam] = [out[i]["raw"] for i in range(len(PROMPTS))]
+  assert texts[0.0] == [r["raw"] for r in alone]
+  assert texts[-1.0] != texts[0.0]
+  with cfg.unlocked():
+    cfg.generate.update(greedy=False, temperature=1.5, top_k=50)
+  one, three = (_complete(cfg, loaded, ("base",), PROMPTS, b) for b in (1, 3))
+  assert [r["raw"] for r in one] == [r["raw"] for r in three]
+  assert [r["raw"] for r in one] != [r["raw"] for r in alone]
+
+
+def test_speculative_decoding_gives_the_same_rows(tiny_models):
+  """generate.draft_len > 0: the same completions, finish reasons and diagnostics."""
+  cfg, _, loaded = tiny_models
+  members = ("base", "math", "coding")
+  plain = _complete(cfg, loaded, members, PROMPTS, 3)
+  cfg = copy.deepcopy(cfg)
+  with cfg.unlocked():
+    cfg.generate.draft_len = 3
+  fast = _complete(cfg, loaded, members, PROMPTS, 3)
+  for p, f in zip(plain, fast, strict=True):
+    assert (p["raw"], p["num_tokens"], p["finish"], p["active_K"]) == (
+        f["raw"], f["num_tokens"], f["finish"], f["active_K"])
+    np.testing.assert_allclose(f["sum_abs_log_z"], p["sum_abs_log_z"], rtol=1e-4)
+  assert sum(r["num_tokens"] for r in plain) > 3
+
+
+def test_print_config_shows_the_composition_spec(tmp_path):
+  proc = _binary("--config=configs/llm.py:tiny", f"--workdir={tmp_path / 'w'}",
+                 "--config.compose.mask=top_p", "--print_config")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  printed = json.loads(proc.stdout)
+  assert printed["compose"]["mask"] == "top_p" and printed["compose"]["operator"] == "authors"
+  assert {"gate", "gate_tau", "eos", "mask_p", "mask_alpha"} <= set(printed["compose"])
+  assert {"top_k", "top_p", "min_p"} <= set(printed["generate"])
+  assert printed["components"]["unconditional"] == {"model": "base", "template": "", "weight": -0.5}
+  assert not os.path.exists(tmp_path / "w")
 
 
 def test_merges_are_computed_in_float32_from_the_members(tiny_models):
@@ -131,6 +199,12 @@ def test_merges_are_computed_in_float32_from_the_members(tiny_models):
     ("run", ("gsm8k", "squad"), "'run'.*unknown 'squad'; allowed: gsm8k, "),
     ("generate.max_new_tokens", 0, "generate.max_new_tokens"),
     ("dtype", "float16", "dtype"),
+    ("compose.mask", "nucleus", "'compose.mask'.*unknown 'nucleus'"),
+    ("compose.gate_tau", -1.0, "compose.gate_tau"),
+    ("compose.lam", (1.0, 1.0), "'compose.lam'.*all weights 1"),  # the authors' operator
+    ("compositions.composed", ("math", "nope"), "'compositions.composed'.*unknown 'nope'"),
+    ("generate.draft_len", -1, "generate.draft_len"),
+    ("systems", ("base", "guided"), "components.unconditional.weight"),  # authors: weights 1
 ])
 def test_bad_config_is_refused_naming_the_field(field, value, match):
   cfg = _config()

@@ -13,7 +13,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from compgen_jax.composition.compose import compose
+from compgen_jax.composition import rules, sampling
+from compgen_jax.composition.spec import NO_TRUNCATION, PAPER, Spec, Truncation
 from compgen_jax.lm.model import Model, forward, same_vocabulary
 from compgen_jax.types import Array, PRNGKey, PyTree
 
@@ -28,20 +29,24 @@ class Decoded(NamedTuple):
 
 def decode(models: Sequence[Model], params: Sequence[PyTree], forced_BxT: Array,
            forced_mask_BxT: Array, lam_K: Array | None = None, temperature: float | Array = 1.0,
-           key: PRNGKey | None = None, *, greedy: bool = True) -> Decoded:
+           key: PRNGKey | None = None, *, greedy: bool = True, spec: Spec = PAPER,
+           trunc: Truncation = NO_TRUNCATION) -> Decoded:
   """Decodes the composition of models[0] (background) with models[1:] (experts).
 
-  With one model this is plain decoding of that model. Greedy takes the composed argmax;
-  otherwise tokens are sampled at `temperature` from `key` (folded in by position).
+  With one model this is plain decoding of that model. Each step is `rules.step` under
+  `spec`. Greedy takes the composed argmax; otherwise tokens are sampled at `temperature`
+  after `trunc`, row b from fold_in(key, b) (or key[b] for B keys), folded in by position.
   Position 0 must be forced (the first token every model is fed).
   """
   same_vocabulary(models)
   eos_id, pad_id = models[0].eos_id, models[0].pad_id
   batch, max_len = forced_BxT.shape
   num_experts = len(models) - 1
-  lam_K = jnp.ones((num_experts,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
+  if lam_K is None and not spec.authors:
+    lam_K = jnp.ones((num_experts,), jnp.float32)
   if not greedy and key is None:
     raise ValueError("sampling needs a key")
+  keys_B = None if greedy else sampling.row_keys(key, batch)
   tokens_BxT = jnp.where(forced_mask_BxT, forced_BxT, pad_id).astype(jnp.int32)
   caches = tuple(m.init_cache(batch, max_len) for m in models)
 
@@ -59,11 +64,9 @@ def decode(models: Sequence[Model], params: Sequence[PyTree], forced_BxT: Array,
     logp = [jax.nn.log_softmax(logits_Bx1xV[:, 0].astype(jnp.float32), axis=-1)
             for logits_Bx1xV, _ in outs]
     experts_KxBxV = jnp.stack(logp[1:]) if num_experts else jnp.zeros((0,) + logp[0].shape)
-    logp_BxV, log_z_B = compose(logp[0], experts_KxBxV, lam_K, temperature)
-    if greedy:
-      next_B = jnp.argmax(logp_BxV, axis=-1).astype(jnp.int32)
-    else:
-      next_B = jax.random.categorical(jax.random.fold_in(key, t), logp_BxV).astype(jnp.int32)
+    logp_BxV, log_z_B = rules.step(jnp.concatenate([logp[0][None], experts_KxBxV]), lam_K,
+                                   spec, eos_id)
+    next_B = sampling.pick(logp_BxV, keys_B, t, greedy, temperature, trunc)
     forced_next_B = jax.lax.dynamic_index_in_dim(forced_mask_BxT, t + 1, 1, keepdims=False)
     forced_tok_B = jax.lax.dynamic_index_in_dim(forced_BxT, t + 1, 1, keepdims=False)
     generate_B = ~forced_next_B & ~done_B

@@ -2,10 +2,13 @@
 advance in lockstep, one token per step, inside one jitted `lax.while_loop`.
 
 Prompts are left-padded [B, P] (`prompt_valid_BxP` False on padding; the last column is a real
-token of every row), so the generated tokens of every row sit in one [B, N] buffer. Each step
-composes the models' next-token distributions (`compose.compose`: the paper's operator with
-weights lambda, or the authors' variant), picks a token (greedy, or sampled at a temperature)
-and feeds it to every model. A sequence finishes at EOS, when its generated tail equals one of
+token of every row), so the generated tokens of every row sit in one [B, N] buffer; each model
+may get a prompt of its own (a tuple of M arrays: CFG's two prompts, an expert's chat template),
+prefilled into its own cache. Each step composes the models' next-token distributions
+(`rules.step`: the paper's operator with weights lambda or the authors' variant, with the
+spec's gating, plausibility mask and EOS rule), picks a token (`sampling.pick`: greedy, or
+sampled from each row's own key after temperature, top-k, top-p, min-p) and feeds it to every
+model. A sequence finishes at EOS, when its generated tail equals one of
 the stop sequences (token ids: turning stop *strings* into ids is the caller's job, with the
 tokenizer, outside), or at its own budget; the loop ends when every sequence has finished.
 Per-token diagnostics (log Z_t, p(EOS) composed and per model, KL(p_i || p_b) and the experts'
@@ -21,8 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compgen_jax.composition.compose import compose
+from compgen_jax.composition import rules, sampling
 from compgen_jax.composition.diagnostics import kl
+from compgen_jax.composition.spec import NO_TRUNCATION, PAPER, Spec, Truncation
 from compgen_jax.lm.model import Model, prefill, same_vocabulary
 from compgen_jax.types import Array, PRNGKey, PyTree
 
@@ -47,48 +51,72 @@ class Generated(NamedTuple):
     return self.active_BxNxK.sum(axis=-1)
 
 
-def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP: Array,
-             prompt_valid_BxP: Array, max_new_tokens_B, *,
+def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
+             prompt_valid_BxP, max_new_tokens_B, *,
              stop_sequences: Sequence[Sequence[int]] = (), stop_at_eos: bool = True,
              lam_K: Array | None = None, temperature: float = 1.0, greedy: bool = True,
              key: PRNGKey | None = None, authors: bool = False, prefill_chunk: int = 512,
-             kl_threshold: float = 0.1, max_new_tokens: int | None = None) -> Generated:
+             kl_threshold: float = 0.1, max_new_tokens: int | None = None,
+             spec: Spec = PAPER, trunc: Truncation = NO_TRUNCATION) -> Generated:
   """Generates from the composition of models[0] (background) with models[1:] (experts).
 
   One model alone is plain decoding. `max_new_tokens_B` is each sequence's budget; the buffer
   holds `max_new_tokens` tokens (default: the largest budget; one compile per value).
-  `authors=True` is the authors' operator (all weights 1, see `compose.compose`). Called on
-  the host: arguments are checked here, then one jitted program runs prefill and decoding.
+  `prompts_BxP` / `prompt_valid_BxP`: one left-padded batch for every model, or a tuple of M
+  (one per model, of any lengths). `authors=True` is `spec.operator='authors'` (all weights 1,
+  see `compose.compose`). Sampling draws row b from `key` (one key: row b uses fold_in(key, b))
+  or `key[b]` (B keys), so a row alone with its key samples what it samples in a batch. Called
+  on the host: arguments are checked here, then one jitted program runs prefill and decoding.
   """
+  spec = spec._replace(operator="authors") if authors else spec
+  num_models = len(models)
+  prompts, valids = per_model(prompts_BxP, prompt_valid_BxP, num_models)
   budget_B = np.asarray(max_new_tokens_B, np.int32)
   stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
   num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
-  _check(models, params, prompt_valid_BxP, budget_B, num_new, stops, lam_K, greedy,
-         temperature, key, authors, prefill_chunk)
-  if lam_K is None and not authors:
-    lam_K = jnp.ones((len(models) - 1,), jnp.float32)
+  check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
+             temperature, key, spec.authors, prefill_chunk)
+  if lam_K is None and not spec.authors:
+    lam_K = jnp.ones((num_models - 1,), jnp.float32)
+  keys_B = None if greedy else sampling.row_keys(key, len(budget_B))
   return _generate(
-      tuple(params), jnp.asarray(prompts_BxP, jnp.int32), jnp.asarray(prompt_valid_BxP, bool),
+      tuple(params), prompts, valids,
       jnp.asarray(budget_B), None if lam_K is None else jnp.asarray(lam_K, jnp.float32),
-      jnp.asarray(temperature, jnp.float32), key,
+      jnp.asarray(temperature, jnp.float32), keys_B,
       jnp.asarray(kl_threshold, jnp.float32), models=tuple(models), num_new=num_new,
-      stops=stops, stop_at_eos=stop_at_eos, greedy=greedy, authors=authors,
+      stops=stops, stop_at_eos=stop_at_eos, greedy=greedy, spec=spec, trunc=trunc,
       chunk=prefill_chunk)
 
 
-def _check(models, params, valid_BxP, budget_B, num_new, stops, lam_K, greedy, temperature,
-           key, authors, chunk) -> None:
+def per_model(prompts_BxP, prompt_valid_BxP, num_models: int) -> tuple[tuple, tuple]:
+  """(prompts, validity) as one [B, P] pair per model: a tuple of M as given, or one batch
+  repeated."""
+  if isinstance(prompts_BxP, tuple | list):
+    return (tuple(jnp.asarray(p, jnp.int32) for p in prompts_BxP),
+            tuple(jnp.asarray(v, bool) for v in prompt_valid_BxP))
+  return ((jnp.asarray(prompts_BxP, jnp.int32),) * num_models,
+          (jnp.asarray(prompt_valid_BxP, bool),) * num_models)
+
+
+def check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
+           temperature, key, authors, chunk) -> None:
   """ValueError, naming the argument, for anything `generate` cannot run."""
   num_models = len(models)
   if num_models < 1 or len(params) != num_models:
     raise ValueError(f"{num_models} models and {len(params)} params: need one params per model")
   same_vocabulary(models)
-  batch = np.shape(valid_BxP)[0]
+  if len(prompts) != num_models or len(valids) != num_models:
+    raise ValueError(f"{len(prompts)} prompt batches for {num_models} models: give one, or one "
+                     "per model")
+  batch = np.shape(valids[0])[0]
+  if any(p.shape != v.shape or p.shape[0] != batch for p, v in zip(prompts, valids, strict=True)):
+    raise ValueError(f"prompts and validity masks must be [{batch}, P] pairs, got "
+                     f"{[(p.shape, v.shape) for p, v in zip(prompts, valids, strict=True)]}")
   if budget_B.shape != (batch,) or np.any(budget_B < 0):
     raise ValueError(f"max_new_tokens_B must be {batch} budgets >= 0, got {budget_B}")
   if num_new < 1 or np.any(budget_B > num_new):
     raise ValueError(f"budgets {budget_B} do not fit a buffer of {num_new} tokens")
-  if not np.all(np.asarray(valid_BxP)[:, -1]):
+  if not all(np.all(np.asarray(v)[:, -1]) for v in valids):
     raise ValueError("prompts must be left-padded: the last column must be a real token")
   vocab = models[0].vocab_size
   if any(not s or min(s) < 0 or max(s) >= vocab for s in stops):
@@ -107,7 +135,7 @@ def _log_softmax(logits_BxV: Array) -> Array:
   return jax.nn.log_softmax(logits_BxV.astype(jnp.float32), axis=-1)
 
 
-def _stop_hit(tail_BxS: Array, length_B: Array, stops: tuple[tuple[int, ...], ...]) -> Array:
+def stop_hit(tail_BxS: Array, length_B: Array, stops: tuple[tuple[int, ...], ...]) -> Array:
   """True where the last generated tokens equal a stop sequence (generated tokens only)."""
   hit_B = jnp.zeros(tail_BxS.shape[:1], bool)
   for s in stops:
@@ -124,14 +152,14 @@ def _put(buf_BxNx_, x_Bx_, mask_B, t):
 
 
 @functools.partial(jax.jit, static_argnames=(
-    "models", "num_new", "stops", "stop_at_eos", "greedy", "authors", "chunk"))
-def _generate(params, prompts_BxP, valid_BxP, budget_B, lam_K, temperature, key, kl_threshold,
-              *, models, num_new, stops, stop_at_eos, greedy, authors, chunk):
-  batch, length = prompts_BxP.shape
+    "models", "num_new", "stops", "stop_at_eos", "greedy", "spec", "trunc", "chunk"))
+def _generate(params, prompts, valids, budget_B, lam_K, temperature, keys_B, kl_threshold,
+              *, models, num_new, stops, stop_at_eos, greedy, spec, trunc, chunk):
+  batch = prompts[0].shape[0]
   eos_id, pad_id = models[0].eos_id, models[0].pad_id
   num_models = len(models)
-  outs = [prefill(m, p, prompts_BxP, valid_BxP, m.init_cache(batch, length + num_new), chunk)
-          for m, p in zip(models, params, strict=True)]
+  outs = [prefill(m, p, x_BxP, v_BxP, m.init_cache(batch, x_BxP.shape[1] + num_new), chunk)
+          for m, p, x_BxP, v_BxP in zip(models, params, prompts, valids, strict=True)]
   logp_MxBxV = jnp.stack([_log_softmax(logits) for logits, _ in outs])
   zeros = lambda *shape, dtype=jnp.float32: jnp.zeros((batch, num_new) + shape, dtype)
   init = dict(
@@ -148,16 +176,13 @@ def _generate(params, prompts_BxP, valid_BxP, budget_B, lam_K, temperature, key,
   def body(c):
     t, logp_MxBxV, running_B = c["t"], c["logp"], c["reason"] == RUNNING
     # untempered composition for the diagnostics; temperature only shapes the sampling
-    logp_BxV, log_z_B = compose(logp_MxBxV[0], logp_MxBxV[1:], lam_K, authors=authors)
-    if greedy:
-      next_B = jnp.argmax(logp_BxV, axis=-1)
-    else:
-      next_B = jax.random.categorical(jax.random.fold_in(key, t), logp_BxV / temperature)
+    logp_BxV, log_z_B = rules.step(logp_MxBxV, lam_K, spec, eos_id)
+    next_B = sampling.pick(logp_BxV, keys_B, t, greedy, temperature, trunc)
     next_B = jnp.where(running_B, next_B, pad_id).astype(jnp.int32)
     length_B = c["length"] + running_B
     tail_BxS = jnp.concatenate([c["tail"][:, 1:], next_B[:, None]], axis=1)
     eos_B = running_B & (next_B == eos_id) & stop_at_eos
-    stop_B = running_B & _stop_hit(tail_BxS, length_B, stops)
+    stop_B = running_B & stop_hit(tail_BxS, length_B, stops)
     budget_hit_B = running_B & (length_B >= budget_B)
     reason_B = jnp.where(eos_B, EOS, jnp.where(stop_B, STOP, jnp.where(
         budget_hit_B, BUDGET, c["reason"])))

@@ -3,6 +3,7 @@
 import ml_collections
 
 from compgen_jax import checks
+from compgen_jax.composition import spec
 from compgen_jax.letters import data, registry
 from compgen_jax.lm.transformer import POSITIONS
 from compgen_jax.types import ConfigError
@@ -88,6 +89,14 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
       "must be a tuple of strings over A-Z and space, each at most data.length_max letters")
   checks.positive("compose.kl_threshold", c.kl_threshold)
   checks.positive("compose.temperature", c.temperature)
+  spec.validate(c)
+  spec.validate_sampling(c, "compose")
+  spec.check_weights(spec.from_config(c), c.lambdas, len(ps[0]), "compose.lambdas")
+  _check(c.operator != "authors" or "k_experts" not in names, "compose.operator",
+         "the authors' operator has no weights, so k_experts cannot pad its unused slots with "
+         "weight 0: leave k_experts out of experiments or use operator 'paper'")
+  _check(c.eos == "composed" or d.layout != "position", "compose.eos",
+         "the 'position' layout has no EOS: only 'composed'")
   checks.integer("compose.eval_batch", c.eval_batch, low=1)
   checks.number("compose.ortho_norm_floor", c.ortho_norm_floor, 0, 1, high_open=True)
   for e in registry.enabled(cfg):

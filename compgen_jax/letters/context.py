@@ -14,8 +14,11 @@ def pairs(cfg) -> list[list[str]]:
   return [list(p) for p in cfg.compose.pairs]
 
 
-def pair_lambdas(cfg, num_experts: int) -> np.ndarray:
-  """compose.lambdas, or weight 1 for every expert when it is empty."""
+def pair_lambdas(cfg, num_experts: int) -> np.ndarray | None:
+  """compose.lambdas, or weight 1 for every expert when it is empty (None for the authors'
+  operator, which has no weights)."""
+  if cfg.compose.operator == "authors":
+    return None
   lam = cfg.compose.lambdas
   return np.asarray(lam if lam else [1.0] * num_experts, np.float32)
 

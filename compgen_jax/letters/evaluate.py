@@ -13,7 +13,8 @@ import numpy as np
 from compgen_jax import rng
 from compgen_jax.composition import compose as compose_lib
 from compgen_jax.composition import decode as decode_lib
-from compgen_jax.composition import diagnostics
+from compgen_jax.composition import diagnostics, rules, sampling
+from compgen_jax.composition import spec as spec_lib
 from compgen_jax.letters import data
 from compgen_jax.types import Array
 
@@ -35,29 +36,36 @@ def references(x_SxBxN: Array, len_SxB: Array, table_V, layout: str):
 
 
 @functools.cache
-def _decoder(models: tuple, greedy: bool):
-  fn = functools.partial(decode_lib.decode, models, greedy=greedy)
+def _decoder(models: tuple, greedy: bool, spec: spec_lib.Spec, trunc: spec_lib.Truncation):
+  fn = functools.partial(decode_lib.decode, models, greedy=greedy, spec=spec, trunc=trunc)
   return jax.jit(jax.vmap(lambda p, f, m, lam, temp, key: fn(p, f, m, lam, temp, key),
                           in_axes=(0, 0, 0, None, None, 0)))
 
 
 def position_logps(models: tuple, params: tuple, tokens_BxT: Array, lam_K=None,
-                   temperature=1.0) -> tuple[Array, Array]:
+                   spec: spec_lib.Spec = spec_lib.PAPER) -> tuple[Array, Array]:
   """The authors' composition of 'position' sequences: one forward pass of every model over the
-  input and the composed log-probs at every position [B, N, V], with the valid mask [B, N]."""
+  input and the composed log-probs (`rules.step` under `spec`) at every position [B, N, V],
+  with the valid mask [B, N]."""
   x_BxN, _, valid_BxN = data.position_io(tokens_BxT)
   logp_MxBxNxV = decode_lib.teacher_forced_logps(models, params, x_BxN, valid_BxN)
-  logp_BxNxV, _ = compose_lib.compose(logp_MxBxNxV[0], logp_MxBxNxV[1:], lam_K, temperature)
+  logp_BxNxV, _ = rules.step(logp_MxBxNxV, lam_K, spec, models[0].eos_id)
   return logp_BxNxV, valid_BxN
 
 
 @functools.cache
-def _position_composer(models: tuple, greedy: bool):
-  """`position_logps` per seed; its argmax (or a sample) written into the output half."""
+def _position_composer(models: tuple, greedy: bool, spec: spec_lib.Spec,
+                       trunc: spec_lib.Truncation):
+  """`position_logps` per seed; its argmax (or a sample, row b from fold_in(key, b)) written
+  into the output half."""
   def one_seed(params, tokens_BxT, lam_K, temperature, key):
-    logp_BxNxV, valid_BxN = position_logps(models, params, tokens_BxT, lam_K, temperature)
-    y_BxN = (jnp.argmax(logp_BxNxV, -1) if greedy
-             else jax.random.categorical(key, logp_BxNxV)).astype(jnp.int32)
+    logp_BxNxV, valid_BxN = position_logps(models, params, tokens_BxT, lam_K, spec)
+    if greedy:
+      y_BxN = jnp.argmax(logp_BxNxV, -1).astype(jnp.int32)
+    else:
+      keys_B = sampling.row_keys(key, logp_BxNxV.shape[0])
+      y_BxN = jax.vmap(lambda k, x: jax.random.categorical(
+          k, sampling.truncate(x / temperature, trunc)))(keys_B, logp_BxNxV).astype(jnp.int32)
     y_BxN = jnp.where(valid_BxN, y_BxN, data.PAD)
     return jnp.concatenate([tokens_BxT[:, :y_BxN.shape[1]], y_BxN], axis=1)
   return jax.jit(jax.vmap(one_seed, in_axes=(0, 0, None, None, 0)))
@@ -84,13 +92,16 @@ def decode_all(cfg, models: tuple, params: tuple, forced_SxBxT: Array, mask_SxBx
   When sampling, chunk c draws from fold_in(the seed's 'decode' key, c): no chunk repeats
   another's draws.
   """
-  lam_K = jnp.ones((len(models) - 1,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
+  spec, trunc = spec_lib.from_config(cfg.compose), spec_lib.truncation(cfg.compose)
+  if lam_K is None and not spec.authors:
+    lam_K = jnp.ones((len(models) - 1,), jnp.float32)
   s, b, _ = forced_SxBxT.shape
   keys = (jax.vmap(lambda k: rng.stream(k, "decode"))(seed_keys_S) if seed_keys_S is not None
           else jax.vmap(jax.random.key)(jnp.arange(s)))
   batch, temperature = min(cfg.compose.eval_batch, b), jnp.float32(cfg.compose.temperature)
   position = cfg.data.layout == "position"
-  fn = (_position_composer if position else _decoder)(tuple(models), bool(cfg.compose.greedy))
+  fn = (_position_composer if position else _decoder)(tuple(models), bool(cfg.compose.greedy),
+                                                      spec, trunc)
   out = []
   for c, (lo, hi) in enumerate(_chunks(b, batch)):
     keys_c = jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(keys)

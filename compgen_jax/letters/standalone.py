@@ -24,6 +24,7 @@ import ml_collections
 from absl import flags
 
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.composition import spec
 from compgen_jax.letters import config, registry, runner, zoo
 from compgen_jax.types import ConfigError
 
@@ -47,6 +48,10 @@ def saved_config(workdir: str) -> ml_collections.ConfigDict:
     raise ConfigError("workdir", f"{workdir!r} does not exist or is not a directory")
   cfg = workdir_lib.load_config(workdir)
   cfg = ml_collections.ConfigDict(_tuples(workdir_lib.config_dict(cfg)))
+  # a run saved before the step spec and sampling filters existed decoded with their defaults
+  for field, value in {**spec.spec_fields(), **spec.truncation_fields()}.items():
+    if "compose" in cfg and field not in cfg.compose:
+      cfg.compose[field] = value
   cfg.lock()
   return cfg
 

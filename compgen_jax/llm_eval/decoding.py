@@ -3,18 +3,25 @@
 
 Prompts are sorted by length and batched; each batch is left-padded to a multiple of `pad_to`
 tokens and filled to `batch_size` rows (fillers have budget 0), so a whole benchmark compiles a
-handful of programs. Stop strings end a row early when their tokens appear (a best-effort
-shortcut: the text is cut at the first stop string afterwards anyway, which decides).
+handful of programs. A composition's members may each read the prompt through a template of
+their own (`systems.System.templates`); each gets its own padded batch. Sampling draws problem
+i from the 'decode/<id>' stream of the run key, so a problem's sample does not depend on its
+batch, the batch size or a resume. Stop strings end a row early when their tokens appear (a
+best-effort shortcut: the text is cut at the first stop string afterwards anyway, which
+decides).
 """
 
 from collections.abc import Iterator, Sequence
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
 from compgen_jax import rng
-from compgen_jax.composition import generate
+from compgen_jax.composition import generate, speculative
+from compgen_jax.composition import spec as spec_lib
+from compgen_jax.llm_eval import systems
 from compgen_jax.llm_eval.benchmarks import truncate
 from compgen_jax.lm.model import Model
 from compgen_jax.types import PyTree
@@ -53,27 +60,43 @@ def stop_tokens(sp, stop_strings: Sequence[str]) -> tuple[tuple[int, ...], ...]:
 def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
                 prompts: list[str], stop_strings: Sequence[str],
                 gen: ml_collections.ConfigDict, compose: ml_collections.ConfigDict,
-                seed: int = 0) -> Iterator[tuple[list[int], list[dict]]]:
+                seed: int = 0, templates: Sequence[str] = (), weights: Sequence[float] = (),
+                ids: Sequence[str] | None = None) -> Iterator[tuple[list[int], list[dict]]]:
   """Yields (prompt indices, rows) per batch: each row the completion cut at the first stop
-  string, its raw text, token count, finish reason and the composition diagnostics."""
+  string, its raw text, token count, finish reason and the composition diagnostics.
+  `templates`: one per model (() = the prompt itself); `weights`: one per expert (() =
+  compose.lam, or all 1); `ids` name the problems' sampling streams (default: their
+  indices)."""
   model = models[0]
-  encoded = [encode(sp, model.bos_id, p) for p in prompts]
+  templates = tuple(templates) or (systems.PROMPT,) * len(models)
+  encoded = [[encode(sp, model.bos_id, systems.apply_template(t, p)) for p in prompts]
+             for t in templates]
+  ids = [str(i) for i in range(len(prompts))] if ids is None else [str(i) for i in ids]
   stops = stop_tokens(sp, stop_strings)
   composed = len(models) > 1
+  step_spec = spec_lib.from_config(compose) if composed else spec_lib.PAPER
   lam = None
-  if composed and not compose.authors:
-    lam = np.asarray(compose.lam or [1.0] * (len(models) - 1), np.float32)
-  for b, idx in enumerate(batches([len(e) for e in encoded], gen.batch_size)):
-    tokens, valid = left_pad([encoded[i] for i in idx], model.pad_id, gen.pad_to,
-                             gen.batch_size)
+  if composed and not step_spec.authors:
+    lam = np.asarray(weights or compose.lam or [1.0] * (len(models) - 1), np.float32)
+  run_key = rng.run_key(seed, 0)
+  for idx in batches([len(e) for e in encoded[0]], gen.batch_size):
+    padded = [left_pad([e[i] for i in idx], model.pad_id, gen.pad_to, gen.batch_size)
+              for e in encoded]
     budget = np.zeros(gen.batch_size, np.int32)
     budget[:len(idx)] = gen.max_new_tokens
-    key = None if gen.greedy else jax.random.fold_in(rng.run_key(seed, 0), b)
-    out = generate.generate(
-        models, params, tokens, valid, budget, stop_sequences=stops, lam_K=lam,
-        temperature=gen.temperature, greedy=gen.greedy, key=key,
-        authors=composed and compose.authors, prefill_chunk=gen.prefill_chunk,
-        kl_threshold=compose.kl_threshold, max_new_tokens=gen.max_new_tokens)
+    rows = list(idx) + [idx[-1]] * (gen.batch_size - len(idx))  # fillers: budget 0
+    keys = None if gen.greedy else jnp.stack(
+        [rng.stream(run_key, f"decode/{ids[i]}") for i in rows])
+    kw = dict(stop_sequences=stops, lam_K=lam, prefill_chunk=gen.prefill_chunk,
+              kl_threshold=compose.kl_threshold, max_new_tokens=gen.max_new_tokens,
+              spec=step_spec)
+    prompts_M = (tuple(t for t, _ in padded), tuple(v for _, v in padded))
+    if composed and gen.get("draft_len", 0):  # greedy (runner.validate): the same outputs
+      out = speculative.generate_speculative(models, params, *prompts_M, budget,
+                                             draft_len=gen.draft_len, **kw).gen
+    else:
+      out = generate.generate(models, params, *prompts_M, budget, temperature=gen.temperature,
+                              greedy=gen.greedy, key=keys, trunc=spec_lib.truncation(gen), **kw)
     yield idx, _rows(jax.device_get(out), sp, model.eos_id, stop_strings, len(idx), composed)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.composition import spec
 from compgen_jax.llm_eval import benchmarks, decoding, report, systems, tiny
 from compgen_jax.types import CheckpointError, ConfigError
 
@@ -34,8 +35,11 @@ def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
   g = cfg.generate
   for field in ("max_new_tokens", "batch_size", "prefill_chunk", "pad_to"):
     checks.integer(f"generate.{field}", g[field], low=1)
-  if not g.greedy:  # greedy decoding never reads the temperature
-    checks.positive("generate.temperature", g.temperature)
+  spec.validate_sampling(g, "generate")  # greedy decoding reads none of the sampling fields
+  checks.integer("generate.draft_len", g.draft_len, low=0)
+  if g.draft_len and not g.greedy:
+    raise ConfigError("generate.draft_len", "speculative decoding is greedy: set "
+                      "generate.greedy=True or draft_len=0")
   checks.choice("dtype", cfg.dtype, ("float32", "bfloat16"))
   resolved = systems.resolve(cfg)
   for name in systems.needed_models(resolved):
@@ -63,7 +67,9 @@ def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, work
                                    desc=f"{bench_name}/{system.name}")
   for idx, rows in decoding.completions(models, params, loaded.tokenizer,
                                         [p.prompt for p in todo], bench.stop_strings,
-                                        cfg.generate, cfg.compose, cfg.seed):
+                                        cfg.generate, cfg.compose, cfg.seed,
+                                        templates=system.templates, weights=system.weights,
+                                        ids=[p.id for p in todo]):
     batch = [todo[i] for i in idx]
     scores = bench.score(batch, [r["completion"] for r in rows], settings)
     metric_writer.append_rows(path, [

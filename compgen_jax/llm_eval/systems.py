@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from compgen_jax import checks
-from compgen_jax.composition import arithmetic
+from compgen_jax.composition import arithmetic, spec
 from compgen_jax.lm import gemma2, loading
 from compgen_jax.lm.model import Model, same_vocabulary
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
@@ -24,10 +24,53 @@ from compgen_jax.types import CheckpointError, ConfigError, PyTree
 MERGES = ("task_arithmetic", "weight_average")
 
 
+PROMPT = "{prompt}"  # a template's stand-in for the benchmark's prompt
+
+
 class System(NamedTuple):
   name: str
   kind: str                   # "single", "composed" or a merge in MERGES
   members: tuple[str, ...]    # model names: [model], [background, *experts], merged models
+  templates: tuple[str, ...] = ()  # per member (composed): its prompt template; () = PROMPT
+  weights: tuple[float, ...] = ()    # per expert (composed): lambda_i; () = the operator's
+
+
+def apply_template(template: str, prompt: str) -> str:
+  """The member's prompt (a plain replace: prompts hold braces, code does)."""
+  return template.replace(PROMPT, prompt)
+
+
+def _components(cfg, names) -> dict[str, tuple[str, str, float]]:
+  """Composition member name -> (model, template, weight): every model under PROMPT at weight
+  1, and cfg.components; ConfigError naming the field for a bad one."""
+  out = {n: (n, PROMPT, 1.0) for n in names}
+  for name, c in cfg.components.items():
+    if name in out:
+      raise ConfigError(f"components.{name}", "is also a model's name: give it another")
+    checks.choice(f"components.{name}.model", c.model, names)
+    if not isinstance(c.template, str):
+      raise ConfigError(f"components.{name}.template", f"must be a string, got {c.template!r}")
+    checks.number(f"components.{name}.weight", c.weight)
+    out[name] = (c.model, c.template, float(c.weight))
+  return out
+
+
+def _weights(cfg, system: str, experts: list[str], components) -> tuple[float, ...]:
+  """The experts' weights: compose.lam when given, else each member's (a model's is 1); the
+  authors' operator takes none."""
+  step = spec.from_config(cfg.compose)
+  spec.check_weights(step, cfg.compose.lam, len(experts), "compose.lam")
+  if cfg.compose.lam:
+    return tuple(float(w) for w in cfg.compose.lam)
+  weights = tuple(components[e][2] for e in experts)
+  if step.authors:
+    odd = [e for e, w in zip(experts, weights, strict=True) if w != 1.0]
+    if odd:
+      raise ConfigError(f"components.{odd[0]}.weight", f"composition {system!r} uses the "
+                        "authors' operator, whose weights are all 1 (compose.operator=paper "
+                        "takes weights)")
+    return ()
+  return weights
 
 
 def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
@@ -35,12 +78,17 @@ def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
   names = sorted(cfg.models.keys())
   out = []
   checks.choice("background", cfg.background, names)
+  components = _components(cfg, names)
+  spec.validate(cfg.compose)
   for s in cfg.systems:
     if s in names:
       out.append(System(s, "single", (s,)))
     elif s in cfg.compositions:
-      checks.choices(f"compositions.{s}", cfg.compositions[s], names)
-      out.append(System(s, "composed", (cfg.background,) + tuple(cfg.compositions[s])))
+      checks.choices(f"compositions.{s}", cfg.compositions[s], components)
+      experts = list(cfg.compositions[s])
+      members = [(cfg.background, PROMPT)] + [components[c][:2] for c in experts]
+      out.append(System(s, "composed", tuple(m for m, _ in members),
+                        tuple(t for _, t in members), _weights(cfg, s, experts, components)))
     elif s in MERGES:
       checks.choices("merge.experts", cfg.merge.experts, names)
       experts = tuple(cfg.merge.experts)
@@ -51,13 +99,6 @@ def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
                         f"({', '.join(cfg.compositions.keys())}) nor a merge ({', '.join(MERGES)})")
   if len({s.name for s in out}) != len(out):
     raise ConfigError("systems", f"names repeat: {list(cfg.systems)}")
-  for s in out:
-    if s.kind == "composed" and not cfg.compose.authors and cfg.compose.lam and \
-        len(cfg.compose.lam) != len(s.members) - 1:
-      raise ConfigError("compose.lam", f"{len(cfg.compose.lam)} weights for {s.name!r}'s "
-                        f"{len(s.members) - 1} experts")
-  if cfg.compose.authors and cfg.compose.lam:
-    raise ConfigError("compose.lam", "the authors' operator has all weights 1: leave lam ()")
   return out
 
 

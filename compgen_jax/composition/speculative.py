@@ -1,0 +1,175 @@
+"""Exact greedy composed decoding with the background as the draft model.
+
+Each round the background drafts n tokens greedily on its own (n one-token steps); every expert
+then scores all n in one forward over its cache, which gives each model's distribution after
+every drafted prefix; `rules.step` composes them and the composed argmax is taken at each of the
+n + 1 positions. The longest prefix of drafts equal to those argmaxes is accepted, and the
+composed argmax after it (a correction, or a bonus token when all n were accepted) is emitted
+too: 1 to n + 1 tokens per round, each the token plain composed greedy decoding would choose.
+Where the experts agree with the background (a factorized region), drafts are accepted.
+
+Caches are pure values, so a round starts again from the caches before it: every model appends
+the emitted tokens as one block of n + 1 slots, the slots past a row's emitted tokens marked
+invalid (padding, never attended to; positions count valid tokens), whose logits at the last
+emitted token are the next round's distributions. Cache memory: P + N (n + 1) + n slots.
+Emitted tokens are cut at the budget, EOS or a stop sequence as `generate` cuts them, and get
+the same per-token diagnostics, so the result is a `generate.Generated`.
+Shapes: B batch, P prompt, N new tokens, M models (background first), K = M - 1 experts,
+n = draft_len, n1 = n + 1.
+"""
+
+import functools
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compgen_jax.composition import generate as gen_lib
+from compgen_jax.composition import rules
+from compgen_jax.composition.spec import PAPER, Spec
+from compgen_jax.lm.model import Model, prefill
+from compgen_jax.types import Array, PyTree
+
+
+class Speculated(NamedTuple):
+  gen: gen_lib.Generated  # what generate(..., greedy=True) returns for the same arguments
+  num_rounds: Array    # rounds run: one forward per expert each (plain decoding: N steps)
+  drafted_B: Array     # drafted tokens scored while the row was running
+  accepted_B: Array    # of which accepted
+
+
+def generate_speculative(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
+                         prompt_valid_BxP, max_new_tokens_B, *, draft_len: int = 4,
+                         stop_sequences: Sequence[Sequence[int]] = (), stop_at_eos: bool = True,
+                         lam_K: Array | None = None, spec: Spec = PAPER,
+                         prefill_chunk: int = 512, kl_threshold: float = 0.1,
+                         max_new_tokens: int | None = None) -> Speculated:
+  """Greedy composition of models[0] (background, the draft) with models[1:]: what
+  `generate.generate(..., greedy=True)` returns for the same arguments (prompts: one batch,
+  or one per model). Called on the host."""
+  budget_B = np.asarray(max_new_tokens_B, np.int32)
+  stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
+  num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
+  prompts, valids = gen_lib.per_model(prompts_BxP, prompt_valid_BxP, len(models))
+  gen_lib.check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, True,
+                     1.0, None, spec.authors, prefill_chunk)
+  if draft_len < 1:
+    raise ValueError(f"draft_len must be >= 1, got {draft_len}")
+  if lam_K is None and not spec.authors:
+    lam_K = jnp.ones((len(models) - 1,), jnp.float32)
+  return _speculate(tuple(params), prompts, valids, jnp.asarray(budget_B),
+                    None if lam_K is None else jnp.asarray(lam_K, jnp.float32),
+                    jnp.asarray(kl_threshold, jnp.float32), models=tuple(models),
+                    num_new=num_new, draft=draft_len, spec=spec, stops=stops,
+                    stop_at_eos=stop_at_eos, chunk=prefill_chunk)
+
+
+def _log_softmax(logits):
+  return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+
+
+def _draft(model, params, cache, logp_BxV, n):
+  """The background's n greedy tokens [B, n] and its distributions after each [B, n, V]."""
+  def body(carry, _):
+    cache, logp_BxV = carry
+    tok_B = jnp.argmax(logp_BxV, axis=-1).astype(jnp.int32)
+    logits, cache = model.apply(params, tok_B[:, None], cache, jnp.ones((tok_B.shape[0], 1), bool))
+    logp_BxV = _log_softmax(logits[:, 0])
+    return (cache, logp_BxV), (tok_B, logp_BxV)
+  _, (tok_nxB, logp_nxBxV) = jax.lax.scan(body, (cache, logp_BxV), None, length=n)
+  return tok_nxB.T, jnp.swapaxes(logp_nxBxV, 0, 1)
+
+
+def _cut(choice_Bxn1, emit_Bxn1, c, budget_B, eos_id, stops, stop_at_eos):
+  """Emission cut after the first EOS or stop sequence, as generate does token by token:
+  (emit [B, n1], tail, reason [B])."""
+  tail_BxS, reason_B, on_B = c["tail"], c["reason"], c["reason"] == gen_lib.RUNNING
+  out = []
+  for j in range(choice_Bxn1.shape[1]):
+    emit_B = emit_Bxn1[:, j] & on_B
+    tail_BxS = jnp.where(emit_B[:, None], jnp.concatenate(
+        [tail_BxS[:, 1:], choice_Bxn1[:, j:j + 1]], axis=1), tail_BxS)
+    length_B = c["length"] + j + 1
+    eos_B = emit_B & (choice_Bxn1[:, j] == eos_id) & stop_at_eos
+    stop_B = emit_B & gen_lib.stop_hit(tail_BxS, length_B, stops)
+    budget_hit_B = emit_B & (length_B >= budget_B)
+    reason_B = jnp.where(eos_B, gen_lib.EOS, jnp.where(stop_B, gen_lib.STOP, jnp.where(
+        budget_hit_B, gen_lib.BUDGET, reason_B)))
+    on_B &= reason_B == gen_lib.RUNNING
+    out.append(emit_B)
+  return jnp.stack(out, axis=1), tail_BxS, reason_B
+
+
+def _scatter(buf_BxNx_, x_Bxn1x_, where_Bxn1):
+  """Writes x[b, j] at buf[b, where[b, j]] (an index past N is dropped)."""
+  return jax.vmap(lambda row, idx, val: row.at[idx].set(val, mode="drop"))(
+      buf_BxNx_, where_Bxn1, x_Bxn1x_)
+
+
+@functools.partial(jax.jit, static_argnames=("models", "num_new", "draft", "spec", "stops",
+                                             "stop_at_eos", "chunk"))
+def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, *, models, num_new,
+               draft, spec, stops, stop_at_eos, chunk):
+  batch = prompts[0].shape[0]
+  eos_id, pad_id = models[0].eos_id, models[0].pad_id
+  num_models = len(models)
+  room = num_new * (draft + 1) + draft
+  outs = [prefill(m, p, x_BxP, v_BxP, m.init_cache(batch, x_BxP.shape[1] + room), chunk)
+          for m, p, x_BxP, v_BxP in zip(models, params, prompts, valids, strict=True)]
+  steps_n1 = jnp.arange(draft + 1)
+  zeros = lambda *shape, dtype=jnp.float32: jnp.zeros((batch, num_new) + shape, dtype)
+  init = dict(
+      rounds=jnp.zeros((), jnp.int32), caches=tuple(c for _, c in outs),
+      logp=jnp.stack([_log_softmax(logits) for logits, _ in outs]),
+      tokens=jnp.full((batch, num_new), pad_id, jnp.int32), length=jnp.zeros((batch,), jnp.int32),
+      reason=jnp.where(budget_B <= 0, gen_lib.BUDGET, gen_lib.RUNNING).astype(jnp.int32),
+      tail=jnp.full((batch, max([len(s) for s in stops], default=1)), pad_id, jnp.int32),
+      log_z=zeros(), p_eos=zeros(), p_eos_m=zeros(num_models), kl=zeros(num_models - 1),
+      active=zeros(num_models - 1, dtype=bool),
+      drafted=jnp.zeros((batch,), jnp.int32), accepted=jnp.zeros((batch,), jnp.int32))
+
+  def cond(c):
+    return (c["rounds"] < num_new) & jnp.any(c["reason"] == gen_lib.RUNNING)
+
+  def body(c):
+    caches, logp_MxBxV, running_B = c["caches"], c["logp"], c["reason"] == gen_lib.RUNNING
+    drafts_Bxn, logp_b_BxnxV = _draft(models[0], params[0], caches[0], logp_MxBxV[0], draft)
+    after = [logp_b_BxnxV] + [
+        _log_softmax(m.apply(p, drafts_Bxn, cache, jnp.ones(drafts_Bxn.shape, bool))[0])
+        for m, p, cache in zip(models[1:], params[1:], caches[1:], strict=True)]
+    # each model's distribution before every draft and after the last: [M, B, n1, V]
+    logp_MxBxn1xV = jnp.concatenate([logp_MxBxV[:, :, None], jnp.stack(after)], axis=2)
+    composed_Bxn1xV, log_z_Bxn1 = rules.step(logp_MxBxn1xV, lam_K, spec, eos_id)
+    choice_Bxn1 = jnp.argmax(composed_Bxn1xV, axis=-1).astype(jnp.int32)
+    accepted_B = jnp.sum(jnp.cumprod(choice_Bxn1[:, :draft] == drafts_Bxn, axis=1), axis=1)
+    emit_Bxn1, tail_BxS, reason_B = _cut(choice_Bxn1, steps_n1[None] <= accepted_B[:, None],
+                                         c, budget_B, eos_id, stops, stop_at_eos)
+    count_B = emit_Bxn1.sum(axis=1)
+    where_Bxn1 = jnp.where(emit_Bxn1, c["length"][:, None] + steps_n1[None], num_new)
+    kl_Bxn1xK = jnp.moveaxis(rules.kl_to_background(logp_MxBxn1xV), 0, -1)
+    new = dict(
+        rounds=c["rounds"] + 1, length=c["length"] + count_B, reason=reason_B, tail=tail_BxS,
+        tokens=_scatter(c["tokens"], choice_Bxn1, where_Bxn1),
+        log_z=_scatter(c["log_z"], log_z_Bxn1, where_Bxn1),
+        p_eos=_scatter(c["p_eos"], jnp.exp(composed_Bxn1xV[..., eos_id]), where_Bxn1),
+        p_eos_m=_scatter(c["p_eos_m"], jnp.moveaxis(jnp.exp(logp_MxBxn1xV[..., eos_id]), 0, -1),
+                         where_Bxn1),
+        kl=_scatter(c["kl"], kl_Bxn1xK, where_Bxn1),
+        active=_scatter(c["active"], kl_Bxn1xK > kl_threshold, where_Bxn1),
+        drafted=c["drafted"] + draft * running_B,
+        accepted=c["accepted"] + jnp.minimum(accepted_B, count_B))
+    # every model appends the emitted tokens from the caches before the round
+    block = [m.apply(p, jnp.where(emit_Bxn1, choice_Bxn1, pad_id), cache, emit_Bxn1)
+             for m, p, cache in zip(models, params, caches, strict=True)]
+    last_B = jnp.maximum(count_B - 1, 0)
+    new["logp"] = jnp.stack([_log_softmax(jnp.take_along_axis(
+        logits, last_B[:, None, None], axis=1)[:, 0]) for logits, _ in block])
+    new["caches"] = tuple(cache for _, cache in block)
+    return new
+
+  c = jax.lax.while_loop(cond, body, init)
+  gen = gen_lib.Generated(c["tokens"], c["length"], c["reason"], c["log_z"], c["p_eos"],
+                          c["p_eos_m"], c["kl"], c["active"], c["rounds"])
+  return Speculated(gen, c["rounds"], c["drafted"], c["accepted"])
