@@ -138,3 +138,11 @@ def test_rows_carry_every_config_field_and_metric_no_list_names(tmp_path):
   assert [r["theta/best/ood_r2"] for r in rows] == [0.25, 0.25]
   # a run's own seed (its index) names the row, not the config's base seed
   assert [r["seed"] for r in rows] == [0, 0] and "task.num_modules" in rows[0]
+
+
+def test_text_table_shows_what_tells_the_runs_apart(workdirs):
+  header = correlation.text_table(load.collect(workdirs)).splitlines()[0].split()
+  # the two workdirs differ in their encoding only; width and depth are the same in both
+  assert header[:4] == ["workdir", "run", "seed", "encoding.name"]
+  assert "student.mlp.width" not in header and "frac_ood" not in header
+  assert header[-4:] == ["z/input/ood_r2", "z/dense_0/ood_r2", "z/dense_1/ood_r2", "z/best/ood_r2"]
