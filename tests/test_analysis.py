@@ -146,3 +146,12 @@ def test_text_table_shows_what_tells_the_runs_apart(workdirs):
   assert header[:4] == ["workdir", "run", "seed", "encoding.name"]
   assert "student.mlp.width" not in header and "frac_ood" not in header
   assert header[-4:] == ["z/input/ood_r2", "z/dense_0/ood_r2", "z/dense_1/ood_r2", "z/best/ood_r2"]
+
+
+def test_final_table_columns_are_the_rows_own_fields(tmp_path):
+  from compgen_jax.analysis import report
+  rows = [{"step": 10, "run": r, "seed": 0, "coverage": c, "ood/success": c / 2,
+           "train/loss": 1.0} for r, c in enumerate((0.25, 0.5))]
+  header = report.final_table(rows, str(tmp_path)).splitlines()[0].split()
+  # a family's own run field (the image runs' coverage) is shown without being listed anywhere
+  assert header == ["run", "seed", "coverage", "ood/success", "train/loss"]
