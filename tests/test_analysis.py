@@ -1,5 +1,6 @@
 """Collecting workdirs into a table and correlating decodability with OOD R^2 (files only)."""
 
+import json
 import math
 import os
 
@@ -107,3 +108,50 @@ def test_late_rise_is_the_training_metric_over_the_last_quarter_and_reaches_the_
   line = md.fits_check(rows, metric, 0.9)
   sd = np.std([0.3, 0.6], ddof=1)
   assert "2 of 2 runs" in line and f"+0.450 ± {sd:.3f} over 2 runs" in line
+
+
+def test_rows_carry_every_config_field_and_metric_no_list_names(tmp_path):
+  """A field of a new student and a new evaluator's metric (named in no list of the loader)
+  reach the loaded rows, as do the probes of every target and the evaluations' losses."""
+  path = _fake_workdir(str(tmp_path / "a"), "identity", [0.9, 0.5], [0.95, 0.4])
+  config_path = os.path.join(path, workdir_lib.CONFIG_FILE)
+  with open(config_path) as f:
+    cfg = json.load(f)
+  cfg["student"]["name"] = "kan"
+  cfg["student"]["kan"] = {"grid_size": 7, "spline_order": 3}
+  cfg["seed"] = 17
+  with open(config_path, "w") as f:
+    json.dump(cfg, f)
+  metric_writer.append_rows(os.path.join(path, workdir_lib.EVAL_FILE), [
+      {"step": 100, "run": r, **RUN, "ood/calibration": 0.1 * (r + 1), "ood/loss": "nan"}
+      for r in (0, 1)])
+  metric_writer.append_rows(os.path.join(path, workdir_lib.PROBE_FILE), [
+      {"step": 100, "run": r, **RUN, "lambda": 1.0, "z/best/ood_r2": 0.5,
+       "theta/best/ood_r2": 0.25} for r in (0, 1)])
+  rows = load.collect([path])
+  assert [r["student.kan.grid_size"] for r in rows] == [7, 7]
+  assert [r["student.name"] for r in rows] == ["kan", "kan"]
+  assert [r["ood/calibration"] for r in rows] == pytest.approx([0.1, 0.2])
+  assert math.isnan(rows[0]["ood/loss"])
+  # the in-training evaluation of the same step keeps what the standalone one does not carry
+  assert [r["ood/r2"] for r in rows] == pytest.approx([0.95, 0.4])
+  assert [r["theta/best/ood_r2"] for r in rows] == [0.25, 0.25]
+  # a run's own seed (its index) names the row, not the config's base seed
+  assert [r["seed"] for r in rows] == [0, 0] and "task.num_modules" in rows[0]
+
+
+def test_text_table_shows_what_tells_the_runs_apart(workdirs):
+  header = correlation.text_table(load.collect(workdirs)).splitlines()[0].split()
+  # the two workdirs differ in their encoding only; width and depth are the same in both
+  assert header[:4] == ["workdir", "run", "seed", "encoding.name"]
+  assert "student.mlp.width" not in header and "frac_ood" not in header
+  assert header[-4:] == ["z/input/ood_r2", "z/dense_0/ood_r2", "z/dense_1/ood_r2", "z/best/ood_r2"]
+
+
+def test_final_table_columns_are_the_rows_own_fields(tmp_path):
+  from compgen_jax.analysis import report
+  rows = [{"step": 10, "run": r, "seed": 0, "coverage": c, "ood/success": c / 2,
+           "train/loss": 1.0} for r, c in enumerate((0.25, 0.5))]
+  header = report.final_table(rows, str(tmp_path)).splitlines()[0].split()
+  # a family's own run field (the image runs' coverage) is shown without being listed anywhere
+  assert header == ["run", "seed", "coverage", "ood/success", "train/loss"]

@@ -1,11 +1,13 @@
 """A report's setting against the paper's (analysis/setting.py): which config values count as
 deviations from a sweep's paper preset, on planted configs and on a committed sweep."""
 
+import json
 import os
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import setting
 from compgen_jax.sweeps import spec
+from tests import helpers
 from tests.helpers import REPO
 
 
@@ -57,3 +59,41 @@ def test_section_of_a_committed_sweep_and_of_one_without_a_paper_preset():
   assert missing.startswith("Not compared") and "no_such_sweep.py:paper" in missing
   # without the sweep configs (the analysis layer alone) it says so rather than guess
   assert setting.section(index, sweep_dir, None).startswith("Not compared: written without")
+
+
+def test_every_config_key_is_compared_but_bookkeeping_and_keys_the_paper_never_reads():
+  # a student, task field and optimiser field that no list in setting.py names
+  ours = [_cfg(**{"student.name": "kan", "student.kan.grid_size": 5, "task.noise": 0.1,
+                  "optim.schedule": "warmup_cosine", "optim.warmup_steps": 200,
+                  "train.log_every": 100})]
+  paper = [_cfg(**{"student.name": "kan", "student.kan.grid_size": g, "task.noise": 0.0,
+                   "optim.schedule": "constant", "optim.warmup_steps": 1000,
+                   "train.log_every": 1000}) for g in (8, 16)]
+  found = {key: (mine, theirs) for key, mine, theirs in setting.deviations(ours, paper)}
+  assert found["student.kan.grid_size"] == ({5}, {8, 16}) and found["task.noise"] == ({0.1}, {0.0})
+  # logging is bookkeeping; a warmup the paper's constant schedule never reads is no row of its
+  # own (its schedule's is); the mlp's width is not read where the kan student trains
+  assert set(found) == {"student.kan.grid_size", "task.noise", "optim.schedule"}
+  keys = [key for key, _, _ in setting.compared(ours, paper)]
+  assert "train.log_every" not in keys and "student.mlp.width" not in keys
+  assert keys.index("task.noise") < keys.index("student.kan.grid_size") < keys.index("num_seeds")
+
+
+def test_a_planted_field_reaches_the_section_of_a_committed_sweep(tmp_path):
+  sweep_dir = helpers.committed_copy(
+      os.path.join(REPO, "results", "cpu", "encoding_nonlinearity"), str(tmp_path / "sweep"))
+  index = workdir_lib.read_index(sweep_dir)
+  for entry in index["programs"]:
+    path = os.path.join(workdir_lib.located(sweep_dir, index, entry["workdir"]),
+                        workdir_lib.CONFIG_FILE)
+    with open(path) as f:
+      cfg = json.load(f)
+    cfg["student"]["mlp"]["activation"] = "gelu"
+    with open(path, "w") as f:
+      json.dump(cfg, f)
+
+  def paper_programs(spec_text):
+    return [{**c, "student.mlp.activation": "relu"} for c in spec.paper_programs(spec_text)]
+  text = setting.section(index, sweep_dir, paper_programs)
+  assert "| student.mlp.activation | gelu | relu |" in text
+  assert "| student.mlp.activation" not in setting.section(index, sweep_dir, spec.paper_programs)

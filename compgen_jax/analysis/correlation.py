@@ -42,13 +42,22 @@ def _layer_columns(rows: list[dict], target: str) -> list[str]:
   return cols
 
 
+def differing(rows: list[dict]) -> list[str]:
+  """The keys that tell the runs apart, whichever family, student or encoding they come from:
+  the run fields and config keys (no measurements) taking more than one value over `rows`."""
+  keys = dict.fromkeys(k for r in rows for k in r if not load.measurement(k)
+                       and k not in ("workdir", "run", "seed", "step", "lambda"))
+  return [k for k in keys if len({repr(r.get(k)) for r in rows}) > 1]
+
+
 def text_table(rows: list[dict], target: str = "z") -> str:
-  """Runs x (config values, OOD R^2, OOD probe R^2 per layer) as an aligned text table."""
-  header = ["workdir", "run", "seed", "frac_ood", "encoding.name", "student.mlp.width",
-            "student.mlp.depth", "ood/r2", f"{target}/best_layer", *_layer_columns(rows, target)]
+  """Runs x (what tells them apart, OOD R^2, OOD probe R^2 per layer) as an aligned text
+  table."""
+  header = ["workdir", "run", "seed", *differing(rows), "ood/r2", f"{target}/best_layer",
+            *_layer_columns(rows, target)]
   body = [[os.path.basename(os.path.normpath(r["workdir"])),
-           *(r.get(k) if isinstance(r.get(k), str | int) else load.number(r.get(k))
-             for k in header[1:])] for r in rows]
+           *(load.number(r.get(k)) if r.get(k) is None or isinstance(r.get(k), float)
+             else r.get(k) for k in header[1:])] for r in rows]
   return report_lib.table(header, body)
 
 

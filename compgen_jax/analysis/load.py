@@ -1,6 +1,10 @@
-"""Workdir files -> tables: one row per run with its config values, OOD R^2 and probe R^2 per layer.
+"""Workdir files -> tables: one row per run with its config values, evaluation metrics and probe
+R^2 per layer.
 
-Reads config.json, metrics.jsonl, eval.jsonl and probes.jsonl only (never checkpoints).
+Reads config.json, metrics.jsonl, eval.jsonl and probes.jsonl only (never checkpoints), and keeps
+everything they carry: every key of the flattened config and every metric of the rows, so a new
+family, student, encoding or evaluator reaches the report without a list here to extend; each
+report section picks the keys it uses.
 """
 
 import math
@@ -10,27 +14,19 @@ from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.types import ConfigError
 
-RUN_KEYS = ("run", "seed", "frac_ood", "n_train", "n_ood", "learning_rate", "weight_decay")
-CONFIG_FIELDS = ("task.family", "task.num_modules", "task.max_hotness", "task.support",
-                 "encoding.name", "encoding.inn_init_scale", "student.name",
-                 "student.mlp.width", "student.mlp.depth", "train.num_steps")
-EVAL_KEYS = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 DECODABILITY = "z/best/ood_r2"  # OOD probe R^2 of z at the student layer best by ID probe R^2
 # A run's training-batch metric train/<m> at its last logged step minus at the last logged step
 # <= LATE of it, as row key late_rise/<m>: still rising at the end means more steps would fit
 # the training tasks better (underfitting by steps, not by capacity).
 LATE = 0.75
+TRAIN_PREFIX = "train/"  # a metric of the training batches, not an evaluation
 
 
-def config_values(cfg: dict) -> dict:
-  """The CONFIG_FIELDS of a config dict (None where a family / student has no such field)."""
-  out = {}
-  for field in CONFIG_FIELDS:
-    value = cfg
-    for part in field.split("."):
-      value = value.get(part) if isinstance(value, dict) else None
-    out[field] = value
-  return out
+def measurement(key: str) -> bool:
+  """A row key that is a measurement (`ood/r2`, `z/dense_0/ood_r2`): metric keys name their
+  split or target before a slash; the keys without one say which step, run and probe a row is
+  (`step`, `run`, `seed`, `frac_ood`, `n_train`, `lambda`, ...)."""
+  return "/" in key
 
 
 def number(value) -> float:
@@ -47,26 +43,41 @@ def _latest(rows: list[dict], step: int, run: int, key: str) -> dict | None:
   return found[-1] if found else None
 
 
+def _merged(rows: list[dict], step: int, run: int) -> dict:
+  """Every row of `run` at `step` in one dict, a later row's key winning (a standalone
+  evaluation over an in-training one of the same checkpoint)."""
+  out = {}
+  for r in rows:
+    if r.get("step") == step and r.get("run") == run:
+      out.update(r)
+  return out
+
+
 def late_rises(metric_rows: list[dict], run: int) -> dict:
   """{late_rise/<m>: train/<m> at the last logged step - at the last logged step <= LATE of it}
   of one run's training rows (nothing for a key logged at fewer than two steps)."""
   out = {}
-  keys = {k for r in metric_rows if r.get("run") == run for k in r if k.startswith("train/")}
+  keys = {k for r in metric_rows if r.get("run") == run for k in r if k.startswith(TRAIN_PREFIX)}
   for key in sorted(keys):
     by_step = {r["step"]: number(r[key]) for r in metric_rows if r.get("run") == run and key in r}
     last = max(by_step)
     early = [s for s in by_step if s <= LATE * last]
     if early:
-      out["late_rise/" + key.removeprefix("train/")] = by_step[last] - by_step[max(early)]
+      out["late_rise/" + key.removeprefix(TRAIN_PREFIX)] = by_step[last] - by_step[max(early)]
   return out
 
 
+def evaluation(row: dict) -> bool:
+  """A metrics.jsonl row that carries an evaluation: a measurement not of the training batches
+  (whichever evaluator wrote it)."""
+  return any(measurement(k) and not k.startswith(TRAIN_PREFIX) for k in row)
+
+
 def eval_rows(workdir: str, metric_rows: list[dict]) -> list[dict]:
-  """Evaluation rows: the standalone eval.jsonl, then the in-training evaluations (of the
-  workdir's metrics.jsonl rows, read once by the caller)."""
+  """Evaluation rows: the in-training evaluations (of the workdir's metrics.jsonl rows, read
+  once by the caller), then the standalone eval.jsonl (later rows win in _merged)."""
   evals = metric_writer.read_rows(os.path.join(workdir, workdir_lib.EVAL_FILE))
-  trained = [r for r in metric_rows if "ood/r2" in r or "ood/acc" in r]
-  return trained + evals  # later rows win in _latest
+  return [r for r in metric_rows if evaluation(r)] + evals
 
 
 def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> list[dict]:
@@ -74,7 +85,7 @@ def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> l
 
   lam picks the probe's lambda (default: the first one in probes.jsonl).
   """
-  cfg = workdir_lib.load_config(workdir).to_dict()
+  cfg = workdir_lib.load_config(workdir)
   probe_rows = metric_writer.read_rows(os.path.join(workdir, workdir_lib.PROBE_FILE))
   if probe_rows:
     lam = float(probe_rows[0]["lambda"]) if lam is None else float(lam)
@@ -87,17 +98,20 @@ def read_workdir(workdir: str, lam: float | None = None, target: str = "z") -> l
   if not source:
     return []
   step = max(r["step"] for r in source)
+  config = workdir_lib.flatten(cfg)
   out = []
   for run in sorted({r["run"] for r in source if r["step"] == step}):
     probe = _latest(probe_rows, step, run, f"{target}/best/ood_r2") or {}
-    ev = _latest(evals, step, run, "ood/r2") or _latest(evals, step, run, "ood/acc") or {}
-    base = probe or ev
-    row = {"workdir": workdir, **{k: base.get(k) for k in RUN_KEYS}, **config_values(cfg),
+    ev = _merged(evals, step, run)
+    # Which run this is (from its rows) and its program's config; where the two share a name
+    # (`seed`: the run's seed index, the config's base seed) the run's own value is the row's.
+    ids = {k: v for k, v in (probe or ev).items() if not measurement(k)}
+    row = {"workdir": workdir, **ids, **{k: v for k, v in config.items() if k not in ids},
            "step": step}
-    row.update({k: number(ev.get(k)) for k in EVAL_KEYS if k in ev})
+    row.update({k: number(v) for k, v in ev.items() if measurement(k)})
     row.update(late_rises(trained, row["run"]))
     row.update({k: (v if k.endswith("best_layer") else number(v)) for k, v in probe.items()
-                if k.startswith(f"{target}/")})
+                if measurement(k)})
     if probe:
       row["lambda"] = lam
     out.append(row)

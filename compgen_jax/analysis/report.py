@@ -6,8 +6,7 @@ import os
 import numpy as np
 
 from compgen_jax import workdir as workdir_lib
-
-HPARAM_KEYS = ("seed", "frac_ood", "n_train", "learning_rate", "weight_decay")
+from compgen_jax.analysis import load
 
 
 def table(header: list[str], rows: list[list]) -> str:
@@ -29,12 +28,14 @@ def final_table(rows: list[dict], workdir: str) -> str:
   """Final metrics per run, their mean, and where the files are."""
   if not rows:
     return f"no final rows in {workdir}"
-  metric_keys = sorted(k for k in rows[0] if "/" in k and not k.startswith("train/")) + [
-      "train/loss"]
-  header = ["run", *HPARAM_KEYS, *metric_keys]
-  body = [[r["run"], *(r.get(k, "") for k in HPARAM_KEYS), *(float(r.get(k, math.nan))
-                                                    for k in metric_keys)] for r in rows]
-  means = ["mean", *([""] * len(HPARAM_KEYS)),
+  metric_keys = sorted(k for k in rows[0] if load.measurement(k)
+                       and not k.startswith(load.TRAIN_PREFIX)) + ["train/loss"]
+  # the run's own fields (seed, swept values, split sizes), whichever family wrote the rows
+  run_keys = [k for k in rows[0] if not load.measurement(k) and k not in ("run", "step")]
+  header = ["run", *run_keys, *metric_keys]
+  body = [[r["run"], *(r.get(k, "") for k in run_keys), *(float(r.get(k, math.nan))
+                                                  for k in metric_keys)] for r in rows]
+  means = ["mean", *([""] * len(run_keys)),
            *(float(np.nanmean([float(r.get(k, math.nan)) for r in rows])) for k in metric_keys)]
   files = "\n".join(f"  {name}: {os.path.join(workdir, name)}"
                     for name in (workdir_lib.CONFIG_FILE, workdir_lib.METRICS_FILE,

@@ -18,12 +18,13 @@ import re
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import claims as claims_lib
-from compgen_jax.analysis import load
 from compgen_jax.analysis import markdown as md
-from compgen_jax.analysis.sweep_report import CLAIMS_FILE, REPORT_FILE, RUNS_HEADING
+from compgen_jax.analysis.sweep_report import CLAIMS_FILE, METRICS, REPORT_FILE, RUNS_HEADING
 from compgen_jax.types import ConfigError
 
 TIMING_KEYS = ("wall_s",)  # a row's seconds: never the same twice
+# The evaluation metrics a report's verdicts read (sweep_report.METRICS: OOD and ID of each).
+HEADLINE_KEYS = frozenset(k for ms in METRICS.values() for m in ms for k in (m.key, m.id_key) if k)
 SKIPPED_DIRS = (workdir_lib.CHECKPOINT_DIR, workdir_lib.TENSORBOARD_DIR, "logs", "slurm")
 
 
@@ -93,7 +94,7 @@ def _leaf(key: str) -> str:
 def headline(key: str) -> bool:
   """A key whose number a report's verdicts read: an evaluation metric or a probe's R^2."""
   leaf = _leaf(key)
-  return leaf in load.EVAL_KEYS or leaf.endswith("_r2")
+  return leaf in HEADLINE_KEYS or leaf.endswith("_r2")
 
 
 def compare_file(committed: str, rerun: str) -> dict:

@@ -1,10 +1,12 @@
 """A report's setting against the paper's: the config values of a sweep's programs that the same
 sweep's `paper` preset (the authors' grid) never takes, so each report labels its deviations.
 
-Values are compared per config key as sets over programs (and over the held-out fractions and
-learning rates a program vmaps), so a width the paper also sweeps is no deviation and a smaller
-world, a shorter schedule or fewer seeds is. Keys of a student or an encoding count only where
-that student or encoding is used.
+Every key of the flattened configs is compared (a new family's, student's or encoding's field
+too) but the bookkeeping ones (BOOKKEEPING). Values are compared per key as sets over programs
+(and over the held-out fractions and learning rates a program vmaps), so a width the paper also
+sweeps is no deviation and a smaller world, a shorter schedule or fewer seeds is. A key counts
+only where it is read: a student's subsection only where that student trains, and the keys of
+WHERE only under their choice.
 """
 
 import os
@@ -14,51 +16,81 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import markdown as md
 from compgen_jax.types import ConfigError
 
-# The keys that define an experiment's setting (not its bookkeeping: logging, checkpoints,
-# evaluation cadence, split retries).
-KEYS = (
-    "task.num_modules", "task.max_hotness", "held-out fraction", "task.support", "task.weights",
-    "task.input_dim", "task.hidden_dim", "task.output_dim", "task.num_hidden_layers",
-    "task.num_samples", "task.num_features", "task.num_objects", "task.horizon",
-    "task.num_backups", "task.discount", "encoding.name", "encoding.inn_init_scale",
-    "student.name", "student.mlp.width", "student.mlp.depth", "student.transformer.num_layers",
-    "student.transformer.d_model", "student.transformer.num_heads",
-    "student.transformer.ffw_dim", "student.hypernetwork.hidden", "optim.learning_rate",
-    "optim.weight_decay", "optim.schedule", "train.num_steps", "train.batch_size", "num_seeds")
-# key prefix -> (key, value) under which it applies
-ONLY_WHERE = {"student.mlp.": ("student.name", "mlp"),
-              "student.transformer.": ("student.name", "transformer"),
-              "student.hypernetwork.": ("student.name", "hypernetwork"),
-              "encoding.inn_": ("encoding.name", "invertible")}
-# a key's vmapped values (a non-empty sweep.* tuple replaces the scalar)
-VMAPPED = {"held-out fraction": ("sweep.frac_ood", "task.frac_ood"),
-           "optim.learning_rate": ("sweep.learning_rate", "optim.learning_rate"),
-           "optim.weight_decay": ("sweep.weight_decay", "optim.weight_decay")}
+# Keys (or key prefixes, ending in '.') that are bookkeeping, not the setting: how a run logs,
+# checkpoints and shows progress, its evaluation and probe passes (measurements of the run, not
+# how it trains), how often a split is redrawn, and the base seed (the seeds compare as
+# num_seeds). Every other key is compared.
+BOOKKEEPING = ("seed", "evals.", "probe.", "task.max_retries", "train.checkpoint_every",
+               "train.chunk_size", "train.log_every", "train.max_checkpoints", "train.progress",
+               "train.writers")
+BOOKKEEPING_TEXT = "logging, checkpoints, evaluation and probe passes, split retries, base seed"
+# The vmapped axes: a non-empty sweep.<name> tuple replaces the scalar key ending in .<name>
+# (task.frac_ood, optim.learning_rate, optim.weight_decay: scaling/runs.py's HPARAM_FIELDS).
+SWEEP = "sweep."
+# Flat keys read under one choice only (key prefix -> (key, value)); a subsection
+# <section>.<name>. applies where <section>.name is <name> without being listed. A key named
+# nowhere here is compared wherever it is set: an extra row at worst, never a dropped one.
+WHERE = {"encoding.inn_": ("encoding.name", "invertible"),
+         "encoding.language_": ("encoding.name", "language"),
+         "encoding.num_shots": ("encoding.name", "few_shot"),
+         "encoding.num_bins": ("encoding.name", "interval_shuffle"),
+         "encoding.keep_zeros": ("encoding.name", "interval_shuffle"),
+         "optim.warmup_steps": ("optim.schedule", "warmup_cosine"),
+         "optim.end_factor": ("optim.schedule", "warmup_cosine")}
+# Row order: the data flow (task -> encoding -> student -> optimiser -> training), any other
+# section next, top-level keys (num_seeds) last; alphabetical within each.
+SECTIONS = ("task", "encoding", "student", "optim", "train")
+LABELS = {"task.frac_ood": "held-out fraction"}  # the paper's word for the split fraction
+
+
+def _applies(cfg: dict, key: str) -> bool:
+  where = next((w for prefix, w in WHERE.items() if key.startswith(prefix)), None)
+  section, _, rest = key.partition(".")
+  if where is None and "." in rest and f"{section}.name" in cfg:
+    where = (f"{section}.name", rest.partition(".")[0])
+  return where is None or cfg.get(where[0]) == where[1]
 
 
 def values(configs: list[dict], key: str) -> set:
-  """The values `key` takes over flattened configs (where it applies)."""
+  """The values `key` (or its label) takes over flattened configs (where it applies)."""
+  key = next((k for k, label in LABELS.items() if label == key), key)
   out = set()
   for cfg in configs:
-    where = next((w for prefix, w in ONLY_WHERE.items() if key.startswith(prefix)), None)
-    if where and cfg.get(where[0]) != where[1]:
+    if not _applies(cfg, key):
       continue
-    vmapped, scalar = VMAPPED.get(key, (None, key))
-    if vmapped and cfg.get(vmapped):
+    vmapped = SWEEP + key.rpartition(".")[2]
+    if vmapped != key and cfg.get(vmapped):
       out.update(cfg[vmapped])
-    elif scalar in cfg:
-      out.add(cfg[scalar])
+    elif key in cfg:
+      out.add(cfg[key])
   return out
+
+
+def setting_keys(configs: list[dict]) -> list[str]:
+  """Every key of the configs but bookkeeping and the sweep section (folded into the keys it
+  vmaps), in row order."""
+  keys = {k for cfg in configs for k in cfg if not k.startswith(SWEEP)
+          and not any(k == b or (b.endswith(".") and k.startswith(b)) for b in BOOKKEEPING)}
+
+  def order(key):
+    section = key.partition(".")[0] if "." in key else None
+    rank = (SECTIONS.index(section) if section in SECTIONS else
+            len(SECTIONS) if section else len(SECTIONS) + 1)
+    return rank, key
+  return sorted(keys, key=order)
+
+
+def compared(ours: list[dict], paper: list[dict]) -> list[tuple[str, set, set]]:
+  """(key, our values, the paper's values) for every setting key both sides read. A key the
+  paper's grid never reads (a field of a choice it does not make, such as a warmup under its
+  constant schedule) is not compared: the choice's own key shows that deviation."""
+  both = [(key, values(ours, key), values(paper, key)) for key in setting_keys(ours + paper)]
+  return [(LABELS.get(key, key), mine, theirs) for key, mine, theirs in both if mine and theirs]
 
 
 def deviations(ours: list[dict], paper: list[dict]) -> list[tuple[str, set, set]]:
   """(key, our values, the paper's values) for every key with a value the paper never takes."""
-  out = []
-  for key in KEYS:
-    mine, theirs = values(ours, key), values(paper, key)
-    if mine - theirs:
-      out.append((key, mine, theirs))
-  return out
+  return [(key, mine, theirs) for key, mine, theirs in compared(ours, paper) if mine - theirs]
 
 
 def _text(vals: set) -> str:
@@ -92,8 +124,8 @@ def section(index: dict, sweep_dir: str, paper_programs: Callable | None) -> str
   found = deviations(ours, paper)
   head = (f"Config values of this sweep's programs that its `paper` preset (`{spec}`, the "
           f"full-scale grid at the paper's setting) never takes; every other setting key "
-          f"({len(KEYS)} compared: task, encoding, student, optimiser, steps, batch, seeds) "
-          f"takes only values of the paper's grid.")
+          f"({len(compared(ours, paper))} compared: every config key but bookkeeping, i.e. "
+          f"{BOOKKEEPING_TEXT}) takes only values of the paper's grid.")
   if not found:
     return head + " None here."
   return "\n".join([head, "", md.table(["config", "here", "the paper's grid"],
