@@ -31,26 +31,25 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) workdirs
 
-# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu; 4 h 46 min, every program
-# trained again, on the 2-core machine E of 2026-12-03; about 4 h 25 min there since the
-# preference sweeps moved to 2 objects and preference_steps left the list, summed from parts
-# measured on E: results/cpu/README.md): each
-# sweep into results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem);
-# and last the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
+# The paper's experiments at CPU scale (configs/sweeps/*.py:cpu, sized for a 5 h budget on 2
+# cores; their measured times, per sweep and in all: results/cpu/README.md): each sweep into
+# results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem); and last
+# the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
 # `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists
 # them); re-running resumes.
 CPU_RESULTS ?= results/cpu
 # programs of a sweep run at once, each on its own share of the cores (sweep.py --parallel): on
-# 2 cores two programs on one core each do 1.13x the work of one on both end to end
-# (benchmarks/core_sharing.py); results/cpu/README.md says which committed sweeps ran this way
+# 2 cores two programs on one core each do more work than one on both end to end
+# (benchmarks/core_sharing.py; the measured gain: results/cpu/README.md); results/cpu/README.md
+# says which committed sweeps ran this way
 CPU_PARALLEL ?= 2
 CPU_SWEEPS := data_scaling model_size encoding_table encoding_width scaling_law task_support \
 	transformer_vs_mlp preference_data_scaling preference_model_size preference_task_support
 # Not in reproduce-cpu (checks behind a design choice, not claims of the paper; with them the
 # sum would pass the 5 h budget; their reports still regenerate from the committed rows):
-# `make reproduce-cpu-encoding_steps` (24.3 min on 2 cores),
-# `make reproduce-cpu-encoding_nonlinearity` (12.3 min) and `make reproduce-cpu-preference_steps`
-# (30.0 min; at the paper's 4 objects, why the preference sweeps above use 2).
+# `make reproduce-cpu-encoding_steps`, `make reproduce-cpu-encoding_nonlinearity` and
+# `make reproduce-cpu-preference_steps` (at the paper's 4 objects, why the preference sweeps above
+# use 2); their measured times: results/cpu/README.md.
 PROBE_SWEEPS := data_scaling model_size encoding_table encoding_width encoding_steps \
 	encoding_nonlinearity preference_data_scaling preference_model_size
 
@@ -69,9 +68,10 @@ reproduce-cpu-%: $(STAMP)
 	    --parallel=$(CPU_PARALLEL) $(if $(filter $*,$(PROBE_SWEEPS)),--probe); status=$$?; \
 	  $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/$* && exit $$status
 
-# Theorem 3.1's construction and bounds (configs/theorem.py:quick, 4-10 min on 2 cores): the
-# binary writes results/cpu/theorem/theorem.jsonl, then report.md, claims.json and the PNGs from
-# those rows (python experiments/report.py --dir=results/cpu/theorem regenerates them alone).
+# Theorem 3.1's construction and bounds (configs/theorem.py:quick, minutes on 2 cores; its
+# measured time: results/cpu/README.md): the binary writes results/cpu/theorem/theorem.jsonl,
+# then report.md, claims.json and the PNGs from those rows (python experiments/report.py
+# --dir=results/cpu/theorem regenerates them alone).
 .PHONY: reproduce-cpu-theorem
 reproduce-cpu-theorem: $(STAMP)
 	$(PY) experiments/theorem.py --config=configs/theorem.py:quick --workdir=$(CPU_RESULTS)/theorem

@@ -8,8 +8,8 @@ Presets: `authors` (the authors' notebook: a GPT-2-like position-aligned transdu
 symbols, learned positions, tied head, 10,000 AdamW steps at batch 1 and a constant 3e-4,
 composed per position on one forward pass; `--config.data.layout=aligned` trains the same
 setting in the interleaved layout, composed by lockstep decoding), `paper` (the paper's 2 layers
-/ width 64 / 2 heads, 2000 training pairs; GPU-sized evaluation), `quick` (a 2-core CPU: 9-20
-min for all seven experiments, by load), `tiny` (seconds; tests).
+/ width 64 / 2 heads, 2000 training pairs; GPU-sized evaluation), `quick` (a 2-core CPU: minutes
+for all seven experiments; its measured times: results/cpu/README.md), `tiny` (seconds; tests).
 
 `init`: `independent` (the authors' code: background, experts and every other from-scratch model
 draw their own initial parameters) or `shared` (all from-scratch models of a seed start from

@@ -22,8 +22,7 @@ Presets:
     trend is width's alone). Width 512 is the widest a 40 min sweep on 2 cores affords; the
     paper's table model is 4x1024. The width-256 programs repeat two of encoding_table.py:cpu's
     with 2 of its 3 seeds (vmapped seeds do not depend on their neighbours: the same rows).
-    Measured 31.3 min on 2 cores with probes (two programs at a time, each on one core; the
-    two 4x512 programs 1242 / 1327 s; 2026-12-02).
+    Its measured time: results/cpu/README.md.
   tiny: both encodings at depth 2 x width {16, 32}, 1 seed, 100 steps.
 """
 

@@ -7,7 +7,8 @@ seeds x coverage are vmapped inside each.
   make reproduce-cpu-images                        # both
 
 Presets: paper (the paper preset of configs/images.py at widths 512..4096; GPU), cpu (the cpu
-preset at widths 256 and 512: under 30 min on 2 cores, two programs at a time), tiny (tests).
+preset at widths 256 and 512, for 2 cores, two programs at a time; its measured time:
+results/cpu/README.md), tiny (tests).
 Evaluation and probes read each program's latest checkpoint (the report's step).
 """
 

@@ -23,8 +23,8 @@ Presets:
     (results/cpu/preference_steps); with 2 objects 0.88 / 0.92 after 8000 and 0.91 / 0.94 after
     16000. Width 1024 (the paper's) costs about 5x a 2x256 step here. Deviations from the paper,
     for 2 CPU cores: one (M, K), F=8 features (32), 2 objects (4), widths <= 256 (1024), 16000
-    steps (3M); the report's setting table lists them. Measured 20.3 min on 2 cores (491-1221 s
-    per program, with probes, two at a time, each on one core; 2026-12-03, machine E).
+    steps (3M); the report's setting table lists them. Its measured time:
+    results/cpu/README.md.
   tiny: F=5, M in {4, 5} x K = 2, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 

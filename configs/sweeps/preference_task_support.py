@@ -22,8 +22,7 @@ Presets:
     preference data-scaling sweep's piloted recipe (8000 steps at lr 1e-2, warmup + cosine; ID
     / OOD per-action accuracy 0.94 / 0.88 at random support there).
     Deviations from the paper, for 2 CPU cores: F=8, M=8 (16), width 256 (1024), 8000 steps
-    (3M). Measured 23.0 min on 2 cores (two at a time, each on one core, longest first;
-    2026-12-02; with 2 seeds 19.0 min in that day's timed `make -k reproduce-cpu`).
+    (3M). Its measured time: results/cpu/README.md.
   tiny: F=6, M=6, K=2, frac_ood 0.25 where valid, 1 seed, 100 steps.
 """
 

@@ -28,11 +28,7 @@ Presets:
     tasks at M=12). Deviations from the paper, for 2 CPU cores: K = 3 only (at K = 2 the 4x128
     student memorises: ID 0.95-0.99 with OOD <= 0.46 in the data-scaling sweep, so no target
     relative to ID is reached), M <= 16, students of 55k-58k parameters (the paper's 3.2M),
-    8000 / 3000 steps (300k). The MLP half measured 19.8 min on 2 cores (373-428 s per program,
-    two at a time, each on one core; `make -k reproduce-cpu` of 2026-12-02); the transformer
-    half 1090-1177 s per program, two at a time, on a later machine 2.6x slower (`make demo`
-    5 min 41 s vs 2 min 11 s). The whole sweep, rerun from scratch on a machine as fast as the
-    first (`make demo` 2 min 1 s): 38.8 min (transformer programs about 530 s each).
+    8000 / 3000 steps (300k). Its measured time, and each half's: results/cpu/README.md.
   tiny: M in {5, 6} x K = 2 x {mlp, transformer}, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 
