@@ -26,6 +26,9 @@ TENSORBOARD_DIR = "tensorboard"    # event files of the optional TensorBoard wri
 CURVES_FILE = "curves.png"         # learning curves drawn by the training binary
 EVAL_CURVE_FILE = "eval_ood_r2.png"  # OOD R^2 over checkpoints, drawn by the evaluate binary
 INDEX_FILE = "index.json"          # of a sweep dir: its programs and how they ran (sweeps/index)
+# Of a sweep dir: its `paper` preset's programs as flattened configs, written at launch
+# (sweeps/spec.write_paper_programs); a report's setting section compares with them.
+PAPER_PROGRAMS_FILE = "paper_programs.json"
 # Reports, every application's (apps.py: its record names the one it writes).
 SWEEP_REPORT_FILE = "REPORT.md"    # of a sweep dir: analysis/sweep_report
 REPORT_FILE = "report.md"          # of an images, letters, theorem or llm workdir

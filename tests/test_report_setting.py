@@ -45,20 +45,27 @@ def test_deviations_are_values_the_paper_never_takes():
   assert setting.deviations(paper[:1], paper) == []
 
 
-def test_section_of_a_committed_sweep_and_of_one_without_a_paper_preset():
+def test_section_of_a_committed_sweep_and_of_one_without_a_paper_preset(tmp_path):
   sweep_dir = os.path.join(REPO, "results", "cpu", "encoding_nonlinearity")
   index = workdir_lib.read_index(sweep_dir)
-  text = setting.section(index, sweep_dir, spec.paper_programs)
+  text = setting.section(index, sweep_dir)  # from the paper_programs.json its launch wrote
   rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()
           if line.startswith("| ") and "---" not in line}
   # the paper preset trains 300k steps at MLP 4x1024 and M=16, K=3 as the cpu one does
   assert "300,000" in rows["train.num_steps"] and "1,024" in rows["student.mlp.width"]
   assert "task.num_modules" not in rows and "encoding.inn_init_scale" not in rows
+  # the committed file is what a launch writes today (the paper preset, built and validated)
+  spec.write_paper_programs(str(tmp_path), index["spec"])
+  with open(tmp_path / workdir_lib.PAPER_PROGRAMS_FILE) as a, open(os.path.join(
+      sweep_dir, workdir_lib.PAPER_PROGRAMS_FILE)) as b:
+    assert json.load(a) == json.load(b)
+  # a paper preset that does not load, and a sweep dir without the file, say so
+  spec.write_paper_programs(str(tmp_path), "configs/sweeps/no_such_sweep.py:cpu")
   missing = setting.section({**index, "spec": "configs/sweeps/no_such_sweep.py:cpu"},
-                            sweep_dir, spec.paper_programs)
+                            str(tmp_path))
   assert missing.startswith("Not compared") and "no_such_sweep.py:paper" in missing
-  # without the sweep configs (the analysis layer alone) it says so rather than guess
-  assert setting.section(index, sweep_dir, None).startswith("Not compared: written without")
+  os.remove(tmp_path / workdir_lib.PAPER_PROGRAMS_FILE)
+  assert setting.section(index, str(tmp_path)).startswith("Not compared: no `paper_programs")
 
 
 def test_every_config_key_is_compared_but_bookkeeping_and_keys_the_paper_never_reads():
@@ -92,8 +99,11 @@ def test_a_planted_field_reaches_the_section_of_a_committed_sweep(tmp_path):
     with open(path, "w") as f:
       json.dump(cfg, f)
 
-  def paper_programs(spec_text):
-    return [{**c, "student.mlp.activation": "relu"} for c in spec.paper_programs(spec_text)]
-  text = setting.section(index, sweep_dir, paper_programs)
-  assert "| student.mlp.activation | gelu | relu |" in text
-  assert "| student.mlp.activation" not in setting.section(index, sweep_dir, spec.paper_programs)
+  assert "| student.mlp.activation" not in setting.section(index, sweep_dir)  # paper: no such key
+  path = os.path.join(sweep_dir, workdir_lib.PAPER_PROGRAMS_FILE)
+  with open(path) as f:
+    saved = json.load(f)
+  saved["programs"] = [{**c, "student.mlp.activation": "relu"} for c in saved["programs"]]
+  with open(path, "w") as f:
+    json.dump(saved, f)
+  assert "| student.mlp.activation | gelu | relu |" in setting.section(index, sweep_dir)

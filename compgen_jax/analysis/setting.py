@@ -9,12 +9,11 @@ only where it is read: a student's subsection only where that student trains, an
 WHERE only under their choice.
 """
 
+import json
 import os
-from collections.abc import Callable
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import markdown as md
-from compgen_jax.types import ConfigError
 
 # Keys (or key prefixes, ending in '.') that are bookkeeping, not the setting: how a run logs,
 # checkpoints and shows progress, its evaluation and probe passes (measurements of the run, not
@@ -105,19 +104,20 @@ def paper_spec(spec: str) -> str:
   return spec.partition(":")[0] + ":paper"
 
 
-def section(index: dict, sweep_dir: str, paper_programs: Callable | None) -> str:
+def section(index: dict, sweep_dir: str) -> str:
   """The markdown: the deviations of the sweep's programs (their config.json) from the configs
-  of its paper preset, as a table, or a line saying there are none. paper_programs(spec) gives
-  the flattened configs of a sweep config spec's programs (sweeps.spec.paper_programs: this
-  layer reads files only); None: not compared."""
+  of its paper preset (the sweep dir's PAPER_PROGRAMS_FILE, written at launch), as a table, or a
+  line saying there are none."""
   spec = paper_spec(index["spec"])
-  if paper_programs is None:
-    return ("Not compared: written without the sweep configs (`experiments/report.py` compares "
-            f"with `{spec}`).")
-  try:  # builds and validates the paper programs' configs; trains and writes nothing
-    paper = paper_programs(spec)
-  except ConfigError as e:
-    return f"Not compared: the sweep's paper preset `{spec}` does not load ({e})."
+  path = os.path.join(sweep_dir, workdir_lib.PAPER_PROGRAMS_FILE)
+  if not os.path.exists(path):
+    return (f"Not compared: no `{workdir_lib.PAPER_PROGRAMS_FILE}` (the sweep launcher writes "
+            f"it: the programs of `{spec}`).")
+  with open(path) as f:
+    saved = json.load(f)
+  if "error" in saved:
+    return f"Not compared: the sweep's paper preset `{spec}` does not load ({saved['error']})."
+  paper = [workdir_lib.flatten(c) for c in saved["programs"]]
   workdirs = [workdir_lib.located(sweep_dir, index, e["workdir"]) for e in index["programs"]]
   ours = [workdir_lib.flatten(workdir_lib.load_config(w)) for w in workdirs
           if os.path.exists(os.path.join(w, workdir_lib.CONFIG_FILE))]  # not yet started: none

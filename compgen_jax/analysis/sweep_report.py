@@ -11,7 +11,6 @@ launch, relative to the repository the sweep ran from.
 
 import os
 import shlex
-from collections.abc import Callable
 from typing import NamedTuple
 
 from compgen_jax import files
@@ -200,8 +199,7 @@ def _elapsed(index: dict) -> str:
           f"invocation that ran programs ({how})")
 
 
-def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str,
-           paper_programs: Callable | None = None) -> str:
+def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
   """The report's markdown (figures and CLAIMS_FILE are written into out_dir as it goes)."""
   name = experiment_name(index["spec"])
   experiment = EXPERIMENTS.get(name, Experiment(f"Sweep {name}", ()))
@@ -217,7 +215,7 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str,
   if not rows:
     parts.append("No finished runs yet.")
   else:
-    parts += [SETTING_HEADING, "", setting.section(index, sweep_dir, paper_programs), ""]
+    parts += [SETTING_HEADING, "", setting.section(index, sweep_dir), ""]
     for heading, section in experiment.sections:
       text, found = section(rows, metrics, out_dir)
       claims += [{**c, "experiment": name} for c in found]
@@ -233,13 +231,12 @@ def write_claims(out_dir: str, claims: list[dict]) -> str:
   return files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(claims))
 
 
-def write_report(sweep_dir: str, out_dir: str | None = None,
-                 paper_programs: Callable | None = None) -> str:
+def write_report(sweep_dir: str, out_dir: str | None = None) -> str:
   """Writes REPORT.md (and its PNGs) into out_dir (default: the sweep dir); returns its path.
-  paper_programs(spec) -> flattened configs of a sweep spec's programs (sweeps.spec, which
-  passes it) gives the setting section its paper preset; None: that section says not compared."""
+  The setting section compares with the paper preset's programs the launch wrote into the sweep
+  dir (workdir.PAPER_PROGRAMS_FILE)."""
   index, rows = read_sweep(sweep_dir)
   out_dir = out_dir or sweep_dir
   os.makedirs(out_dir, exist_ok=True)
-  text = render(index, rows, out_dir, os.path.abspath(sweep_dir), paper_programs)
+  text = render(index, rows, out_dir, os.path.abspath(sweep_dir))
   return files.write_text(os.path.join(out_dir, REPORT_FILE), text)

@@ -105,6 +105,8 @@ def run_sweep(spec: str, sweep_dir: str, launcher: str = "local", parallel: int 
     return []
   to_run = [p for p in sweep.programs if program_lib.pending_stages(p, probe, evaluate)]
   os.makedirs(sweep.sweep_dir, exist_ok=True)
+  if sweep.binary == "train":  # what its report's setting section compares with
+    spec_lib.write_paper_programs(sweep.sweep_dir, sweep.spec)
   index = Index(sweep, launcher, [p.name for p in to_run], echo,
                 parallel=parallel if launcher == "local" else None)
   if launcher == "local":

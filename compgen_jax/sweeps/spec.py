@@ -19,8 +19,9 @@ from absl import flags
 from ml_collections import config_flags
 
 import compgen_jax
-from compgen_jax import apps, checks, cli
+from compgen_jax import apps, checks, cli, files
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis.setting import paper_spec
 from compgen_jax.types import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(compgen_jax.__file__)))
@@ -48,9 +49,18 @@ def paper_programs(spec: str) -> list[dict]:
   return [workdir_lib.flatten(p.config) for p in sweep.programs]
 
 
-def train_report(sweep_dir: str, out_dir: str | None = None) -> str:
-  """A train.py sweep's REPORT.md and claims.json, its setting compared with its paper preset."""
-  return apps.APPS["scaling"].report(sweep_dir, out_dir, paper_programs)
+def write_paper_programs(sweep_dir: str, spec: str) -> str:
+  """PAPER_PROGRAMS_FILE in `sweep_dir`: the flattened configs of the `paper` preset of the
+  sweep config `spec` (relative to the repository root), or why it does not load, so that a
+  report compares the sweep with the paper's setting from files alone."""
+  path, _, preset = spec.partition(":")
+  paper = paper_spec(f"{os.path.abspath(path) if os.path.exists(path) else path}:{preset}")
+  try:  # builds and validates the paper programs' configs; trains and writes nothing
+    out = {"programs": paper_programs(paper)}
+  except ConfigError as e:
+    out = {"error": str(e)}
+  return files.write_json(os.path.join(sweep_dir, workdir_lib.PAPER_PROGRAMS_FILE), out,
+                          sort_keys=True)
 
 
 # The binaries of sweepable applications (apps.APPS: validation and reports come from there).
@@ -58,7 +68,7 @@ BINARIES = {
     "train": Binary(TRAIN, apps.APPS["scaling"].validate, (), {
         "probe": ("probe.py", workdir_lib.PROBE_FILE, ()),
         "evaluate": ("evaluate.py", workdir_lib.EVAL_FILE, ("--every",))}, "ood/",
-        train_report),
+        apps.APPS["scaling"].report),
     # one program per shape-changing setting (model width); seeds x coverage vmapped inside it
     "images": Binary(os.path.join("experiments", "images.py"), apps.APPS["images"].validate,
                      ("--mode=train",), {
