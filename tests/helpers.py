@@ -10,8 +10,11 @@ import subprocess
 import sys
 import time
 
+import jax
+
 from compgen_jax import checkpointing
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.lm import gemma2
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -137,3 +140,18 @@ def run_as(uid: int, gid: int, argv: list[str], env: dict, timeout_s: float
       ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", AS_USER,
        str(uid), str(gid), json.dumps(paths), *argv],
       capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout_s)
+
+
+# A small Gemma-2 (two layers, one of them sliding-window) for the composition decoding tests.
+TINY_GEMMA = gemma2.Gemma2Config(
+    vocab_size=32, width=16, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=8, mlp_dim=32,
+    rms_eps=1e-6, rope_base=10_000.0, query_pre_attn_scalar=8.0, attn_softcap=50.0,
+    final_softcap=30.0, sliding_window=4, sliding_layers=(True, False), bos_id=2, eos_id=1,
+    pad_id=0)
+
+
+def tiny_gemma_params(num_models: int = 3) -> tuple:
+  """Random TINY_GEMMA parameters of `num_models` models (background first), scaled up so the
+  models are far from uniform (clear argmaxes, rare EOS ties)."""
+  return tuple(jax.tree.map(lambda x: 3.0 * x, gemma2.init_params(TINY_GEMMA, k))
+               for k in jax.random.split(jax.random.key(0), num_models))

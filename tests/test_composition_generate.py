@@ -10,23 +10,18 @@ from compgen_jax.composition import compose, decode, diagnostics
 from compgen_jax.composition import generate as gen_lib
 from compgen_jax.lm import gemma2
 from compgen_jax.lm.model import forward
+from tests import helpers
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-CFG = gemma2.Gemma2Config(
-    vocab_size=32, width=16, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=8, mlp_dim=32,
-    rms_eps=1e-6, rope_base=10_000.0, query_pre_attn_scalar=8.0, attn_softcap=50.0,
-    final_softcap=30.0, sliding_window=4, sliding_layers=(True, False), bos_id=2, eos_id=1,
-    pad_id=0)
+CFG = helpers.TINY_GEMMA
 MODEL = gemma2.make_model(CFG)
 N = 10
 
 
 @pytest.fixture(scope="module")
 def params():
-  # scaled up so the random models are far from uniform (clear argmaxes, rare EOS ties)
-  return tuple(jax.tree.map(lambda x: 3.0 * x, gemma2.init_params(CFG, k))
-               for k in jax.random.split(jax.random.key(0), 3))
+  return helpers.tiny_gemma_params()
 
 
 def _prompts(lens=(6, 3, 5)):
