@@ -148,6 +148,10 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
     workdir_lib.check(workdir, cfg)
   metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   mesh = sharding.make_mesh()  # runs padded to a multiple of the devices, sharded over them
+  # Before restore: every process passes orbax's create-directory barrier first, so none can
+  # find checkpoints/ made by another while deciding whether to restore (a barrier mismatch).
+  mngr = checkpointing.manager(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
+                               max_to_keep=cfg.train.max_checkpoints)
   step, state = restore_or_init(family, workdir, mesh)
   if main_process:  # what a report compares students by, without building one
     files.write_json(os.path.join(workdir, workdir_lib.PARAMS_FILE),
@@ -158,8 +162,6 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
   writer = (metric_writer.make_writer(cfg.train.writers, workdir, step, grid) if main_process
             else metric_writer.Writers([]))
   consts = sharding.replicate(family.consts(), mesh)
-  mngr = checkpointing.manager(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
-                               max_to_keep=cfg.train.max_checkpoints)
   bar = metric_writer.progress_bar(cfg.train.num_steps, step, desc=os.path.basename(workdir),
                                    disable=not cfg.train.progress)
   last_eval, shown = None, {}
