@@ -40,8 +40,7 @@ class App(NamedTuple):
   run: Callable             # (cfg, workdir) -> text: train (llm: score) the config's program
   evaluate: Callable | None  # (cfg, workdir, step, every) -> rows, over saved checkpoints
   probe: Callable | None    # (cfg, workdir, step, every) -> rows
-  report: Callable          # (dir, out_dir, **extra) -> path of the report it wrote
-  report_file: str          # the report's name in dir (workdir.py)
+  report: Callable          # (dir, out_dir=None) -> path of the report it wrote (workdir.py names)
   resolve: Callable = lambda cfg: cfg  # the tree --print_config shows (defaults filled in)
 
 
@@ -92,21 +91,21 @@ APPS = {
             workdir, step, every),
         lambda cfg, workdir, step=None, every=False: scaling_passes.probe_workdir(
             workdir, step, every),
-        sweep_report.write_report, workdir_lib.SWEEP_REPORT_FILE, scaling_config.resolved),
+        sweep_report.write_report, scaling_config.resolved),
     "images": App(
         "images", frozenset({"scene", "flow", "sampler"}), images_experiment.validate_program,
         _images_stage("train"), _images_stage("evaluate"), _images_stage("probe"),
-        images_report.write, workdir_lib.REPORT_FILE),
+        images_report.write),
     "letters": App(
         "letters", frozenset({"experiments", "data", "compose", "finetune"}),
         letters_config.validate, _letters_run, _letters_evaluate, None,
-        letters_report.write_report, workdir_lib.REPORT_FILE),
+        letters_report.write_report),
     "theory": App(
         "theory", frozenset({"theorem", "hyperteacher"}), theory_experiment.validate,
-        _theory_run, None, None, theory_report.write_report, workdir_lib.REPORT_FILE),
+        _theory_run, None, None, theory_report.write_report),
     "llm": App(
         "llm", frozenset({"benchmarks", "systems", "models"}), llm_runner.validate,
-        _llm_run, None, None, _llm_report, workdir_lib.REPORT_FILE),
+        _llm_run, None, None, _llm_report),
 }
 
 
@@ -128,7 +127,7 @@ def of_report_dir(path: str) -> App:
   runs (letters: <dir>/runs/<name>/config.json, all of one application)."""
   if os.path.isfile(os.path.join(path, workdir_lib.CONFIG_FILE)):
     return of_workdir(path)[0]
-  runs = os.path.join(path, "runs")
+  runs = os.path.join(path, letters_report.RUNS_DIR)
   found = {of_workdir(os.path.join(runs, name))[0].name for name in
            (sorted(os.listdir(runs)) if os.path.isdir(runs) else [])}
   if len(found) != 1:

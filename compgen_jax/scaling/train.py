@@ -7,14 +7,13 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from jax.sharding import Mesh
 
 from compgen_jax.scaling import evaluators, runs
 from compgen_jax.scaling import step as step_lib
 from compgen_jax.scaling.state import init_run
 from compgen_jax.tasks import combinatorics, splits
 from compgen_jax.training import chunk as chunk_lib
-from compgen_jax.training import loop, sharding
+from compgen_jax.training import loop
 from compgen_jax.training.cache import cache_by_config
 
 
@@ -51,17 +50,11 @@ def init_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]) -> tuple:
   return keys, hparams, runs.host_splits(cfg, keys, hparams)
 
 
-def make_init(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None):
-  """(keys [R], hparams {name: [R]}) -> stacked RunState, jitted; with a mesh the runs are padded
-  to a multiple of its devices and created sharded over it."""
-  def init(keys, hparams):
-    inputs = (keys, hparams, runs.host_splits(cfg, keys, hparams))
-    if mesh is None:
-      return loop.jitted_init(init_one(cfg))(*inputs)
-    return sharding.init_runs(lambda out: loop.jitted_init(init_one(cfg), out), inputs,
-                              len(keys), mesh)
-
-  return init
+def make_init(cfg: ml_collections.ConfigDict):
+  """(keys [R], hparams {name: [R]}) -> stacked RunState on one device, jitted, the splits
+  computed on the host (training creates its runs sharded: loop.init_runs)."""
+  return lambda keys, hparams: loop.jitted_init(init_one(cfg))(
+      keys, hparams, runs.host_splits(cfg, keys, hparams))
 
 
 def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
