@@ -16,6 +16,10 @@ STRATEGIES = ("auto", "vmap", "map")
 # the vmapped program is faster (throughput.py, width 64: 8 vmapped runs 1.24x of one run, mapped
 # 1.02x).
 MAP_MIN_WEIGHTS = 128 * 128
+# Jitted programs kept per process, by the family's function objects: enough for every config a
+# process trains; bounded because a family that builds its step per call (letters' phases) would
+# otherwise keep every compiled program for the process's life.
+PROGRAMS_KEPT = 32
 
 
 def all_finite(tree: PyTree) -> jax.Array:
@@ -72,7 +76,7 @@ def scan_one_run(state, *consts, step: Callable, length: int, params: Callable =
   return state, metrics, finite
 
 
-@functools.cache
+@functools.lru_cache(maxsize=PROGRAMS_KEPT)
 def make_chunk(step: Callable, length: int, strategy: str = "auto",
                params: Callable = params_of) -> Callable:
   """jit(runs of scan over `length` steps): (states, *consts) -> (states, metrics, finite).
@@ -81,8 +85,8 @@ def make_chunk(step: Callable, length: int, strategy: str = "auto",
   "train/loss". The runs are vmapped or stepped one after another (over_runs; "auto" picks by
   backend and the size of `params(state)`: runs_one_after_another). metrics are stacked
   [runs, length]; finite [runs] says the loss and parameters stayed finite. The state buffers are
-  donated: the chunk updates them in place. Memoised by its arguments, so a family that passes
-  the same `step` object compiles once per process.
+  donated: the chunk updates them in place. Memoised by its arguments (PROGRAMS_KEPT), so a
+  family that passes the same `step` object compiles once per process.
   """
   check_strategy(strategy)  # here, not when first traced
   one_run = functools.partial(scan_one_run, step=step, length=length, params=params)

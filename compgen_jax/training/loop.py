@@ -48,7 +48,7 @@ def stacked(tree: PyTree) -> PyTree:
   return jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), tree)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=chunk_lib.PROGRAMS_KEPT)
 def jitted_init(init_one: Callable, out_shardings=None) -> Callable:
   """jit(vmap(init_one)): per-run inputs [R] -> stacked states [R]."""
   init = jax.vmap(init_one)
@@ -67,7 +67,7 @@ def init_runs(family: Family, mesh: Mesh) -> PyTree:
                             len(family.grid), mesh)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=chunk_lib.PROGRAMS_KEPT)
 def _jitted_evaluator(evaluate_one: Callable, num_consts: int) -> Callable:
   return jax.jit(jax.vmap(evaluate_one, in_axes=(0, *(None,) * num_consts)))
 
