@@ -36,3 +36,20 @@ def tiny_sweep(tmp_path_factory) -> str:
   sweep_dir = str(tmp_path_factory.mktemp("tiny_sweep") / "data_scaling")
   assert launch.run_sweep(os.path.join(REPO, TINY_SWEEP), sweep_dir, probe=True) == []
   return sweep_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+  """Three tiny random LLM checkpoints (base, two noisy experts), the tiny config pointing at
+  them, and their loaded form: built once per worker; tests copy the config before changing it."""
+  from compgen_jax.llm_eval import systems, tiny  # here: most test modules never need them
+  from tests.helpers import llm_config
+
+  cfg = llm_config()
+  d = str(tmp_path_factory.mktemp("models"))
+  texts = ["Question: what is 2 + 3?\nAnswer: 5", "def add(a, b):\n    return a + b"] * 20
+  paths = tiny.ensure_models(d, cfg.tiny_models, ["base", "math", "coding"], texts, 0)
+  with cfg.unlocked():
+    cfg.models.update(paths)
+  loaded = systems.load(cfg, paths, ["base", "math", "coding"], str(tmp_path_factory.mktemp("w")))
+  return cfg, paths, loaded

@@ -34,6 +34,13 @@ def load_config(name: str, preset: str, **overrides):
   return cfg
 
 
+def llm_config(preset: str = "tiny"):
+  """configs/llm.py:<preset> as the llm_compose binary loads it."""
+  from compgen_jax import cli  # noqa: PLC0415 - only the LLM tests need the config-file loader
+
+  return cli.load_config_file(os.path.join(REPO, "configs", f"llm.py:{preset}"))
+
+
 # What results/cpu/.gitignore keeps of a program workdir: the files a report reads.
 COMMITTED_WORKDIR_FILES = workdir_lib.ROW_FILES
 

@@ -1,4 +1,5 @@
-"""LLM composition on benchmarks (llm_eval): export round trip, batching, systems, the binary."""
+"""LLM composition on benchmarks (llm_eval): export round trip, systems, merges, config errors,
+the binary, scoring (decoding through the text pipeline: test_llm_decoding.py)."""
 
 import copy
 import json
@@ -12,18 +13,14 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 
-from compgen_jax import cli
 from compgen_jax.composition import arithmetic
 from compgen_jax.llm_eval import decoding, report, runner, sandbox, systems, tiny
 from compgen_jax.lm import gemma2, hf_export
 from compgen_jax.types import CheckpointError, ConfigError
+from tests import helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "gemma2_tiny")
-
-
-def _config(preset="tiny"):
-  return cli.load_config_file(os.path.join(ROOT, "configs", f"llm.py:{preset}"))
 
 
 def test_export_round_trips_through_the_loader(tmp_path):
@@ -41,19 +38,6 @@ def test_export_round_trips_through_the_loader(tmp_path):
   np.testing.assert_allclose(np.asarray(logits)[:2], ref["logits"][:2], atol=1e-4)
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-  """Three tiny random checkpoints (base, two noisy experts) and their loaded form."""
-  cfg = _config()
-  d = str(tmp_path_factory.mktemp("models"))
-  texts = ["Question: what is 2 + 3?\nAnswer: 5", "def add(a, b):\n    return a + b"] * 20
-  paths = tiny.ensure_models(d, cfg.tiny_models, ["base", "math", "coding"], texts, 0)
-  with cfg.unlocked():
-    cfg.models.update(paths)
-  loaded = systems.load(cfg, paths, ["base", "math", "coding"], str(tmp_path_factory.mktemp("w")))
-  return cfg, paths, loaded
-
-
 def test_tiny_models_are_deterministic_and_share_one_model_object(tmp_path, tiny_models):
   cfg, paths, loaded = tiny_models
   again = tiny.ensure_models(str(tmp_path), cfg.tiny_models, ["base", "math"],
@@ -66,106 +50,6 @@ def test_tiny_models_are_deterministic_and_share_one_model_object(tmp_path, tiny
   sp = spm.SentencePieceProcessor(model_file=os.path.join(paths["base"], "tokenizer.model"))
   text = "Résumé: 12,345 ≠ 7\t{x}"  # byte fallback: any string round-trips
   assert sp.decode(sp.encode(text)) == text
-
-
-def _complete(cfg, loaded, members, prompts, batch_size):
-  cfg = copy.deepcopy(cfg)
-  with cfg.unlocked():
-    cfg.generate.batch_size = batch_size
-  models = tuple(loaded.models[m] for m in members)
-  params = tuple(loaded.params[m] for m in members)
-  out = {}
-  for idx, rows in decoding.completions(models, params, loaded.tokenizer, prompts, ("\n\n",),
-                                        cfg.generate, cfg.compose):
-    out.update(zip(idx, rows, strict=True))
-  return [out[i] for i in range(len(prompts))]
-
-
-PROMPTS = ["Question: what is 2 + 3?\nAnswer:", "def add(a, b):",
-           "Question: a long one, with many more tokens than the others in the batch?\nAnswer:"]
-
-
-def test_batching_and_padding_do_not_change_completions(tiny_models):
-  cfg, _, loaded = tiny_models
-  one = _complete(cfg, loaded, ("base",), PROMPTS, 1)
-  three = _complete(cfg, loaded, ("base",), PROMPTS, 3)
-  two = _complete(cfg, loaded, ("base",), PROMPTS, 2)  # a filler row in the second batch
-  for key in ("raw", "num_tokens", "finish"):
-    assert [r[key] for r in one] == [r[key] for r in three] == [r[key] for r in two]
-  assert all(r["num_tokens"] >= 1 for r in one)
-
-
-def test_composing_the_background_with_itself_is_the_background(tiny_models):
-  """compose(b, [b]) == b, token for token, through the whole text pipeline; and composing two
-  different experts changes something (the option does something)."""
-  cfg, _, loaded = tiny_models
-  cfg = copy.deepcopy(cfg)
-  with cfg.unlocked():
-    cfg.compose.operator = "paper"
-  alone = _complete(cfg, loaded, ("base",), PROMPTS, 3)
-  self_composed = _complete(cfg, loaded, ("base", "base"), PROMPTS, 3)
-  assert [r["raw"] for r in alone] == [r["raw"] for r in self_composed]
-  assert all(r["sum_abs_log_z"] < 1e-3 for r in self_composed)
-  assert all(a == 0 for r in self_composed for a in r["active_K"])
-  composed = _complete(cfg, loaded, ("base", "math", "coding"), PROMPTS, 3)
-  assert [r["raw"] for r in composed] != [r["raw"] for r in alone]
-  assert any(r["sum_abs_log_z"] > 0 for r in composed)
-
-
-def test_member_templates_and_sampling_keys_through_the_text_pipeline(tiny_models):
-  """CFG's member under the empty template: at weight 0 the composition is the background
-  (text for text), at weight -1 it changes the text; sampled completions depend on the
-  problem, not on its batch (a key per problem id)."""
-  cfg, _, loaded = tiny_models
-  cfg = copy.deepcopy(cfg)
-  with cfg.unlocked():
-    cfg.systems = ("base", "guided")
-    cfg.compose.operator = "paper"
-  guided = systems.resolve(cfg)[1]
-  assert guided.members == ("base", "base") and guided.templates == ("{prompt}", "")
-  assert guided.weights == (cfg.components.unconditional.weight,)  # the component's weight
-  with cfg.unlocked():
-    cfg.systems = ("composed", "guided")
-    cfg.compose.lam = (2.0,)
-  with pytest.raises(ConfigError, match="compose.lam"):  # an override for every composition
-    systems.resolve(cfg)
-  with cfg.unlocked():
-    cfg.compose.lam = ()
-  assert [s.weights for s in systems.resolve(cfg)] == [(1.0, 1.0), (-0.5,)]
-  alone = _complete(cfg, loaded, ("base",), PROMPTS, 3)
-  texts = {}
-  for lam in (0.0, -1.0):
-    with cfg.unlocked():
-      cfg.compose.lam = (lam,)
-    out = {}
-    for idx, rows in decoding.completions(
-        (loaded.models["base"],) * 2, (loaded.params["base"],) * 2, loaded.tokenizer, PROMPTS,
-        ("\n\n",), cfg.generate, cfg.compose, templates=guided.templates):
-      out.update(zip(idx, rows, strict=True))
-    texts[lam] = [out[i]["raw"] for i in range(len(PROMPTS))]
-  assert texts[0.0] == [r["raw"] for r in alone]
-  assert texts[-1.0] != texts[0.0]
-  with cfg.unlocked():
-    cfg.generate.update(greedy=False, temperature=1.5, top_k=50)
-  one, three = (_complete(cfg, loaded, ("base",), PROMPTS, b) for b in (1, 3))
-  assert [r["raw"] for r in one] == [r["raw"] for r in three]
-  assert [r["raw"] for r in one] != [r["raw"] for r in alone]
-
-
-def test_speculative_decoding_gives_the_same_rows(tiny_models):
-  """generate.draft_len > 0: the same completions, finish reasons and diagnostics."""
-  cfg, _, loaded = tiny_models
-  members = ("base", "math", "coding")
-  plain = _complete(cfg, loaded, members, PROMPTS, 3)
-  cfg = copy.deepcopy(cfg)
-  with cfg.unlocked():
-    cfg.generate.draft_len = 3
-  fast = _complete(cfg, loaded, members, PROMPTS, 3)
-  for p, f in zip(plain, fast, strict=True):
-    assert (p["raw"], p["num_tokens"], p["finish"], p["active_K"]) == (
-        f["raw"], f["num_tokens"], f["finish"], f["active_K"])
-    np.testing.assert_allclose(f["sum_abs_log_z"], p["sum_abs_log_z"], rtol=1e-4)
-  assert sum(r["num_tokens"] for r in plain) > 3
 
 
 def test_print_config_shows_the_composition_spec(tmp_path):
@@ -207,7 +91,7 @@ def test_merges_are_computed_in_float32_from_the_members(tiny_models):
     ("systems", ("base", "guided"), "components.unconditional.weight"),  # authors: weights 1
 ])
 def test_bad_config_is_refused_naming_the_field(field, value, match):
-  cfg = _config()
+  cfg = helpers.llm_config()
   with cfg.unlocked():
     section, _, name = field.rpartition(".")
     (cfg[section] if section else cfg)[name] = value
@@ -216,7 +100,7 @@ def test_bad_config_is_refused_naming_the_field(field, value, match):
 
 
 def test_missing_checkpoint_is_refused_before_loading(tmp_path):
-  cfg = _config("paper")
+  cfg = helpers.llm_config("paper")
   with cfg.unlocked():
     cfg.run = ()
   with pytest.raises(ConfigError, match="models.base"):
@@ -239,7 +123,7 @@ def test_binary_runs_resumes_and_reports(tmp_path):
   proc = _binary("--config=configs/llm.py:tiny", f"--workdir={w}")
   assert proc.returncode == 0, proc.stderr[-3000:]
   summary = [json.loads(line) for line in open(os.path.join(w, "summary.jsonl"))]
-  cfg = _config()
+  cfg = helpers.llm_config()
   assert {(r["benchmark"], r["system"]) for r in summary} == {
       (b, s) for b in cfg.run for s in cfg.systems}
   for r in summary:
