@@ -1,4 +1,5 @@
-"""files.write_text: a write that fails part-way leaves the previous file whole."""
+"""files: a write that fails part-way leaves the previous file whole; files staged together
+replace their old versions only once all are written."""
 
 import json
 import os
@@ -33,3 +34,17 @@ def test_write_jsonl_one_row_per_line(tmp_path):
   path = str(tmp_path / "eval.jsonl")
   files.write_jsonl(path, [{"step": 1}, {"step": 2, "x": 0.5}])
   assert [json.loads(line) for line in open(path)] == [{"step": 1}, {"step": 2, "x": 0.5}]
+
+
+def test_files_staged_together_replace_the_old_only_at_commit(tmp_path):
+  table, plot = str(tmp_path / "x" / "results.jsonl"), str(tmp_path / "x" / "plot.png")
+  files.write_text(table, "old table\n")
+  files.write_text(plot, "old plot\n")
+  open(files.staged(table), "w").write("new table\n")  # the plot's writer then fails
+  assert open(table).read() == "old table\n" and open(plot).read() == "old plot\n"
+  # a later attempt starts from a clean staged file, not the torn one
+  open(files.staged(table), "a").write("newer table\n")
+  open(files.staged(plot), "w").write("new plot\n")
+  files.commit(table, plot)
+  assert open(table).read() == "newer table\n" and open(plot).read() == "new plot\n"
+  assert sorted(os.listdir(tmp_path / "x")) == ["plot.png", "results.jsonl"]

@@ -11,7 +11,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from compgen_jax import checkpointing, workdir
+from compgen_jax import apps, checkpointing, workdir
 from compgen_jax.composition import spec
 from compgen_jax.letters import checks, config, data, evaluate, registry, runner, standalone, zoo
 from compgen_jax.letters.context import Ctx
@@ -105,6 +105,11 @@ def test_tiny_letter_experiment_composes_and_restores(tmp_path):
   assert os.path.exists(os.path.join(wd, "substitution", "plot.png"))
   # the scratch phase is a loop workdir: a checkpoint per chunk (the last two kept)
   assert checkpointing.available_steps(os.path.join(wd, "scratch", "checkpoints")) == [75, 150]
+  # ... whose config.json is the letters config itself, not a phase-made one
+  assert (workdir.load_config(os.path.join(wd, "scratch")).to_dict()
+          == workdir.load_config(wd).to_dict())
+  assert apps.of_workdir(os.path.join(wd, "scratch"))[0].name == "letters"
+  assert not [n for n in os.listdir(os.path.join(wd, "substitution")) if n.endswith(".tmp")]
   # a rerun restores the same models instead of training again
   rows2 = runner.run(cfg, wd)["substitution"]
   np.testing.assert_allclose(rows2[0]["exact_match"], rows[0]["exact_match"])

@@ -67,5 +67,5 @@ def save(draw: Callable, rows: list[dict], path: str) -> None:
   fig, ax = plt.subplots(figsize=(8, 4.5))
   draw(ax, rows)
   fig.tight_layout()
-  fig.savefig(path, dpi=100)
+  fig.savefig(path, dpi=100, format="png")  # `path` may be a staged <name>.png.tmp
   plt.close(fig)

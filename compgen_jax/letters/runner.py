@@ -11,7 +11,7 @@ from collections import defaultdict
 import jax
 import numpy as np
 
-from compgen_jax import metric_writer
+from compgen_jax import files, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import config, plots, registry, zoo
 from compgen_jax.letters.context import Ctx
@@ -64,21 +64,16 @@ def run_experiments(cfg, models: zoo.Zoo, start: float):
     yield name, rows
 
 
-def stage(workdir: str, name: str, rows: list[dict]) -> list[tuple[str, str]]:
-  """Writes an experiment's rows and plot next to <workdir>/<name>/results.jsonl and plot.png;
-  returns the (staged, final) paths for `commit`."""
+def stage(workdir: str, name: str, rows: list[dict]) -> list[str]:
+  """Writes an experiment's rows and plot beside <workdir>/<name>/results.jsonl and plot.png
+  (files.staged); returns those final paths for `commit`."""
   out_dir = os.path.join(workdir, name)
-  os.makedirs(out_dir, exist_ok=True)
   results, plot = os.path.join(out_dir, RESULTS_FILE), os.path.join(out_dir, PLOT_FILE)
-  staged = results + ".tmp", plot.replace(".png", ".tmp.png")  # savefig reads the extension
-  if os.path.exists(staged[0]):  # left by a pass that failed before its commit
-    os.remove(staged[0])
-  metric_writer.append_rows(staged[0], rows)
-  plots.save(registry.EXPERIMENTS[name].plot, rows, staged[1])
-  return [(staged[0], results), (staged[1], plot)]
+  metric_writer.append_rows(files.staged(results), rows)
+  plots.save(registry.EXPERIMENTS[name].plot, rows, files.staged(plot))
+  return [results, plot]
 
 
-def commit(staged: list[tuple[str, str]]) -> None:
-  """Moves staged files over their final paths (atomic renames: a reader sees old or new)."""
-  for tmp, path in staged:
-    os.replace(tmp, path)
+def commit(paths: list[str]) -> None:
+  """Moves the staged files over `paths` (files.commit)."""
+  files.commit(*paths)

@@ -4,8 +4,8 @@ sharding over devices, NaN stop, metric rows).
 
 A run is a key, its task's substitution tables, its training strings and a trainable mask
 (all ones from scratch; the head or the top blocks when fine-tuning). A phase ('scratch',
-'finetune') is one loop workdir: <workdir>/<phase>/ with its config.json, metrics.jsonl and
-checkpoints.
+'finetune') is one loop workdir: <workdir>/<phase>/ with config.json (the letters config, as
+in <workdir>/), metrics.jsonl and checkpoints.
 """
 
 import functools
@@ -153,25 +153,28 @@ def make_runs(keys_R: Array, tasks: list[str], cfg_data, masks: PyTree) -> Runs:
               strings, masks)
 
 
-def phase_config(name: str, cfg, cfg_train, cfg_optim, what: dict) -> ml_collections.ConfigDict:
-  """The config of one training phase ('scratch' or 'finetune'), as its workdir records it:
-  what it trains (`what`: its tasks or (expert, regime) runs), the settings its models depend
-  on, and the loop's train section (one row and one checkpoint per chunk, so a killed phase
-  resumes from its last chunk)."""
+def phase_train(cfg_train, progress: bool) -> ml_collections.ConfigDict:
+  """The loop's train section of one phase, from the config's (cfg.train or cfg.finetune.train):
+  one row and one checkpoint per chunk, so a killed phase resumes from its last chunk."""
   chunk = min(cfg_train.chunk_size, cfg_train.num_steps)
   return ml_collections.ConfigDict({
-      "phase": name, **what, "seed": cfg.seed, "num_seeds": cfg.num_seeds, "init": cfg.init,
-      "model": cfg.model.to_dict(), "data": cfg.data.to_dict(), "optim": cfg_optim.to_dict(),
-      "train": {"num_steps": cfg_train.num_steps, "batch_size": cfg_train.batch_size,
-                "chunk_size": chunk, "log_every": chunk, "checkpoint_every": chunk,
-                "max_checkpoints": 2, "writers": ("jsonl",), "progress": cfg.train.progress}})
+      "num_steps": cfg_train.num_steps, "batch_size": cfg_train.batch_size, "chunk_size": chunk,
+      "log_every": chunk, "checkpoint_every": chunk, "max_checkpoints": 2, "writers": ("jsonl",),
+      "progress": progress})
 
 
-def family(model: Model, params_R: PyTree, runs: Runs, cfg_data, phase_cfg,
-           grid: list[dict]) -> loop.Family:
+class Phase(NamedTuple):
+  """One training phase as the loop runs it, in <workdir>/<name>/ (whose config.json is the
+  letters config: the phase's models are fixed by it and the phase name)."""
+  name: str
+  family: loop.Family
+  train: ml_collections.ConfigDict  # phase_train's section
+
+
+def family(model: Model, params_R: PyTree, runs: Runs, cfg_data, cfg_optim,
+           train: ml_collections.ConfigDict, grid: list[dict]) -> loop.Family:
   """One phase's runs (params_R their initial parameters) for the engine."""
-  t = phase_cfg.train
-  optimizer = make_optimizer(phase_cfg.optim, t.num_steps)
+  optimizer = make_optimizer(cfg_optim, train.num_steps)
 
   def init_one(params, run):
     return LetterState(step=jnp.zeros((), jnp.int32), params=params,
@@ -179,22 +182,23 @@ def family(model: Model, params_R: PyTree, runs: Runs, cfg_data, phase_cfg,
 
   return loop.Family(grid=grid, init_one=init_one,
                      inputs=(params_R, runs._replace(key=jax.random.key_data(runs.key))),
-                     step=make_step(model, cfg_data, t.batch_size, optimizer))
+                     step=make_step(model, cfg_data, train.batch_size, optimizer))
 
 
-def train(phase: loop.Family, phase_cfg, workdir: str, train: bool = True) -> PyTree:
+def train(phase: Phase, cfg, workdir: str, train: bool = True) -> PyTree:
   """The phase's trained parameters [R, ...]: trained in `workdir` through the one loop
   (resuming; a finished phase is only restored), or, `train` False, restored from its final
   checkpoint (CheckpointError if there is none)."""
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
-  done = phase_cfg.train.num_steps in checkpointing.available_steps(ckpt_dir)
+  num_steps = phase.train.num_steps
+  done = num_steps in checkpointing.available_steps(ckpt_dir)
   if train and not done:
-    loop.run(phase, phase_cfg, workdir)
+    loop.run(phase.family, cfg, workdir, train=phase.train)
   # the final step, picked as every checkpoint pass picks one (CheckpointError naming the steps
   # there when the phase did not finish)
-  step, = engine_passes.select_steps(ckpt_dir, phase_cfg.train.num_steps, every=False)
-  _, state = checkpointing.restore(ckpt_dir, loop.abstract_state(phase.init_one, phase.inputs),
-                                  step)
+  step, = engine_passes.select_steps(ckpt_dir, num_steps, every=False)
+  _, state = checkpointing.restore(
+      ckpt_dir, loop.abstract_state(phase.family.init_one, phase.family.inputs), step)
   if not train or done:
-    print(f"[{phase_cfg.phase}] restored trained models from {ckpt_dir}", flush=True)
+    print(f"[{phase.name}] restored trained models from {ckpt_dir}", flush=True)
   return state.params

@@ -67,32 +67,33 @@ def _phases(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]], tr
   model, s = letter_lm(cfg.model, cfg.data.layout), cfg.num_seeds
   seed_keys = run_keys(cfg)
 
-  def phase(name, init_R, stream, per_run, regimes, info, cfg_train, cfg_optim, what):
+  def phase(name, init_R, stream, per_run, regimes, info, cfg_train, cfg_optim):
     keys = jnp.concatenate([jax.vmap(lambda k, n=n: rng.stream(k, f"{stream}/{n}"))(seed_keys)
                             for n in per_run])
     masks = jax.tree.map(lambda *m: jnp.concatenate(m), *[
         jax.vmap(lambda p, r=r: training.trainable_mask(p, r, cfg.model.num_layers))(
             jax.tree.map(lambda a, i=i: a[i * s:(i + 1) * s], init_R))
         for i, r in enumerate(regimes)])
-    phase_cfg = training.phase_config(name, cfg, cfg_train, cfg_optim, what)
-    trainable = training.family(model, init_R, training.make_runs(
-        keys, [n for n in per_run for _ in range(s)], cfg.data, masks), cfg.data, phase_cfg, info)
+    phase_train = training.phase_train(cfg_train, cfg.train.progress)
+    trainable = training.Phase(name, training.family(model, init_R, training.make_runs(
+        keys, [n for n in per_run for _ in range(s)], cfg.data, masks), cfg.data, cfg_optim,
+        phase_train, info), phase_train)
     if train:
       print(f"[{name}] {len(info) // s} model(s) x {s} seeds: "
             f"{', '.join(dict.fromkeys(str(i['task']) for i in info))}", flush=True)
-    return training.train(trainable, phase_cfg, os.path.join(workdir, name), train)
+    return training.train(trainable, cfg, os.path.join(workdir, name), train)
 
   init_R = initial_params(model, seed_keys, tasks, cfg.init)
   params = _split(phase(training.SCRATCH, init_R, "task", tasks, ["all"] * len(tasks),
                         [{"task": t, "seed": i} for t in tasks for i in range(s)],
-                        cfg.train, cfg.optim, {"tasks": tuple(tasks)}), tasks, s)
+                        cfg.train, cfg.optim), tasks, s)
   finetuned = {}
   if runs:
     ft_init = jax.tree.map(lambda a: jnp.concatenate([a] * len(runs)), params["identity"])
     finetuned = _split(phase(
         training.FINETUNE, ft_init, "finetune", [e for e, _ in runs], [r for _, r in runs],
         [{"task": e, "regime": r, "seed": i} for e, r in runs for i in range(s)],
-        cfg.finetune.train, cfg.finetune.optim, {"runs": tuple(runs)}), runs, s)
+        cfg.finetune.train, cfg.finetune.optim), runs, s)
   return model, seed_keys, params, finetuned
 
 

@@ -81,7 +81,7 @@ def train_and_evaluate(cfg: ml_collections.ConfigDict, workdir: str,
                        stop_after: int | None = None) -> list[dict]:
   """Trains all runs of `cfg` in `workdir` through the engine (resuming if it holds
   checkpoints). Returns the final evaluation row of each run."""
-  loop.check_stop_after(cfg, stop_after)
+  loop.check_stop_after(cfg.train, stop_after)
   runs.validate(cfg)
   grid = runs.precompute_splits(cfg, runs.run_grid(cfg))
   return loop.run(family(cfg, grid), cfg, workdir, stop_after)

@@ -119,26 +119,30 @@ def _describe(grid: list[dict], bad: np.ndarray) -> str:
                    for run, b in zip(grid, bad, strict=True) if b)
 
 
-def check_stop_after(cfg: ml_collections.ConfigDict, stop_after: int | None) -> int:
-  if stop_after is not None and stop_after % cfg.train.checkpoint_every:
+def check_stop_after(train: ml_collections.ConfigDict, stop_after: int | None) -> int:
+  """The step this invocation ends at: `stop_after` (a multiple of train.checkpoint_every, or a
+  ConfigError) capped at train.num_steps; train.num_steps when None."""
+  if stop_after is not None and stop_after % train.checkpoint_every:
     raise ConfigError("stop_after", f"must be a multiple of train.checkpoint_every "
-                      f"({cfg.train.checkpoint_every}), got {stop_after}")
-  return cfg.train.num_steps if stop_after is None else min(stop_after, cfg.train.num_steps)
+                      f"({train.checkpoint_every}), got {stop_after}")
+  return train.num_steps if stop_after is None else min(stop_after, train.num_steps)
 
 
 def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
-        stop_after: int | None = None) -> list[dict]:
-  """The one training loop: trains `family`'s runs in `workdir` (cfg.train: num_steps,
-  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress; validated here),
-  resuming from its latest checkpoint to the rows of an uninterrupted run; the runs sharded over
-  every device; a non-finite loss or parameter stops it with the last good checkpoint kept. The
-  caller has validated the rest of cfg (config.json records all of it). `stop_after` (a
-  checkpoint step) ends this invocation there, as a preempted job would. Returns each run's row
-  of the last step."""
-  validate_train(cfg.train)
-  end = check_stop_after(cfg, stop_after)
-  chunk = chunk_lib.make_chunk(family.step, cfg.train.chunk_size, family.strategy,
-                               family.params)
+        stop_after: int | None = None,
+        train: ml_collections.ConfigDict | None = None) -> list[dict]:
+  """The one training loop: trains `family`'s runs in `workdir` by the `train` section (default
+  cfg.train; an application with several training phases passes each phase's own): num_steps,
+  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress, validated here.
+  It resumes from the latest checkpoint to the rows of an uninterrupted run; the runs are
+  sharded over every device; a non-finite loss or parameter stops it with the last good
+  checkpoint kept. The caller has validated the rest of cfg; config.json records cfg, the
+  application's config as its config file gives it. `stop_after` (a checkpoint step) ends this
+  invocation there, as a preempted job would. Returns each run's row of the last step."""
+  train = cfg.train if train is None else train
+  validate_train(train)
+  end = check_stop_after(train, stop_after)
+  chunk = chunk_lib.make_chunk(family.step, train.chunk_size, family.strategy, family.params)
   evaluate = make_evaluate(family.evaluators, len(family.consts()))
   grid = family.grid
   main_process = sharding.is_main_process()  # the one writer of the workdir's files
@@ -151,7 +155,7 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
   # Before restore: every process passes orbax's create-directory barrier first, so none can
   # find checkpoints/ made by another while deciding whether to restore (a barrier mismatch).
   mngr = checkpointing.manager(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
-                               max_to_keep=cfg.train.max_checkpoints)
+                               max_to_keep=train.max_checkpoints)
   step, state = restore_or_init(family, workdir, mesh)
   if main_process:  # what a report compares students by, without building one
     files.write_json(os.path.join(workdir, workdir_lib.PARAMS_FILE),
@@ -159,20 +163,20 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
   # after restore: it purges past step. Process 0 alone opens the sinks: another process that
   # touched metrics.jsonl (an empty append still cuts what looks like a torn last line) could cut
   # rows process 0 is writing, and a second TensorBoard writer would purge its events.
-  writer = (metric_writer.make_writer(cfg.train.writers, workdir, step, grid) if main_process
+  writer = (metric_writer.make_writer(train.writers, workdir, step, grid) if main_process
             else metric_writer.Writers([]))
   consts = sharding.replicate(family.consts(), mesh)
-  bar = metric_writer.progress_bar(cfg.train.num_steps, step, desc=os.path.basename(workdir),
-                                   disable=not cfg.train.progress)
+  bar = metric_writer.progress_bar(train.num_steps, step, desc=os.path.basename(workdir),
+                                   disable=not train.progress)
   last_eval, shown = None, {}
   while step < end:
     state, metrics, finite = chunk(state, *consts)
     metrics, finite = sharding.to_host((metrics, finite))
-    every = cfg.train.log_every  # one row per window of steps keeps long sweeps' files small
+    every = train.log_every  # one row per window of steps keeps long sweeps' files small
     windows = metric_writer.window_means(
         jax.tree.map(lambda a: a[:len(grid)].T, metrics), every)  # padding runs: no rows
     rows = metric_writer.stacked_rows(windows, step + every, grid if main_process else [], every)
-    step += cfg.train.chunk_size
+    step += train.chunk_size
     finite = finite[:len(grid)]
     due = family.due(step)
     if finite.all() and due:
@@ -191,14 +195,14 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
           f"non-finite loss or parameters by step {step} in run(s): {_describe(grid, ~finite)}. "
           f"The last good checkpoint in {workdir!r} is kept (steps "
           f"{checkpointing.available_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR))}).")
-    if step % cfg.train.checkpoint_every == 0 or step == cfg.train.num_steps:
+    if step % train.checkpoint_every == 0 or step == train.num_steps:
       checkpointing.save(mngr, step, sharding.real_runs(state, len(grid), mesh))
-    bar.update(cfg.train.chunk_size)
+    bar.update(train.chunk_size)
     bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items()})
   bar.close()
   mngr.close()
   writer.close()
-  return final_rows(metrics_path, cfg.train.num_steps)
+  return final_rows(metrics_path, train.num_steps)
 
 
 def final_rows(metrics_path: str, num_steps: int) -> list[dict]:
