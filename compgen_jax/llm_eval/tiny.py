@@ -7,9 +7,8 @@ Gaussian noise, like experts fine-tuned from one base (so task arithmetic has ta
 Written once per directory and reused; the same seed writes the same files.
 """
 
+import io
 import os
-import shutil
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -21,16 +20,18 @@ from compgen_jax.lm import gemma2, hf_export
 
 
 def train_tokenizer(path: str, texts: list[str], vocab_size: int) -> None:
-  """A byte-fallback BPE model at `path` with Gemma's special ids (pad 0, eos 1, bos 2, unk 3)."""
+  """A byte-fallback BPE model at `path` with Gemma's special ids (pad 0, eos 1, bos 2, unk 3);
+  the same texts give the same bytes (the model is written from memory, so no temporary
+  prefix is recorded in it)."""
   lines = [line for t in texts for line in t.splitlines() if line.strip()]
-  with tempfile.TemporaryDirectory() as tmp:  # the trainer also writes a .vocab file
-    prefix = os.path.join(tmp, "tokenizer")
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_prefix=prefix, vocab_size=vocab_size,
-        model_type="bpe", byte_fallback=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
-        hard_vocab_limit=False, normalization_rule_name="identity", add_dummy_prefix=False,
-        remove_extra_whitespaces=False, split_digits=True, num_threads=1, minloglevel=2)
-    shutil.move(prefix + ".model", path)
+  model = io.BytesIO()
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size,
+      model_type="bpe", byte_fallback=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+      hard_vocab_limit=False, normalization_rule_name="identity", add_dummy_prefix=False,
+      remove_extra_whitespaces=False, split_digits=True, num_threads=1, minloglevel=2)
+  with open(path, "wb") as f:
+    f.write(model.getvalue())
 
 
 def config(settings: ml_collections.ConfigDict, vocab_size: int) -> gemma2.Gemma2Config:
