@@ -36,6 +36,14 @@ def test_every_skill_loads_through_its_benchmark_and_the_runner(tiny_llm_data):
   arith = BENCHMARKS["arith"].load(llm.benchmarks.arith)
   first = records(directory, "arith", "train")[0]
   assert arith[0].prompt.startswith(f"Question: {first['question']}\nAnswer: {first['answer']}")
+  # Training examples are prompted as the benchmarks prompt their test problems.
+  for name in ("arith", "strings", "funcs"):
+    settings = llm.benchmarks[name].copy_and_resolve_references()
+    settings.path = os.path.join(directory, build.split_file(name, "train"))
+    if "num_fewshot" in settings:
+      settings.num_fewshot = 0
+    prompts = [p.prompt for p in BENCHMARKS[name].load(settings)]
+    assert prompts == [context for context, _ in build.examples(directory, name)]
   funcs = records(directory, "funcs", "test")
   assert set(funcs[0]) == {"task_id", "prompt", "entry_point", "canonical_solution",
                            "base_input", "plus_input", "atol", "template"}
@@ -146,5 +154,5 @@ def test_tokenizer_round_trips_every_source_and_has_the_vocabulary(tiny_llm_data
   assert 256 < sp.get_piece_size() <= cfg.tokenizer.vocab_size
   assert (sp.pad_id(), sp.eos_id(), sp.bos_id(), sp.unk_id()) == (0, 1, 2, 3)
   tests = [json.dumps(records(directory, s, "test")[0]) for s in SKILLS]
-  for text in [build.documents(directory, s)[0] for s in build.SOURCES] + tests:
+  for text in ["".join(build.examples(directory, s)[0]) for s in build.SOURCES] + tests:
     assert sp.decode(sp.encode(text)) == text

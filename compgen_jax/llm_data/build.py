@@ -5,7 +5,7 @@ DIR/prose.jsonl   {source, text}: pydoc topics and stdlib module docstrings (cor
 DIR/python.jsonl  {path, name, prompt, body}: stdlib docstring -> body pairs
 DIR/<skill>_train.jsonl, <skill>_test.jsonl   arith, funcs, strings (cross: test only), in the
                   schema of the benchmark of the same name (llm_eval/benchmarks.py)
-DIR/tokenizer.model  SentencePiece on every training document (llm_eval/tiny.train_tokenizer)
+DIR/tokenizer.model  SentencePiece on every training document (lm/tokenizer.py)
 
 Each file is written whole (files.write_*) and skipped when present, so a killed build resumes;
 the same config writes the same bytes.
@@ -23,7 +23,7 @@ from compgen_jax import files, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import code_skill, corpora, cross_skill, math_skill, strings_skill
 from compgen_jax.llm_data.config import TEMPLATES, validate
-from compgen_jax.llm_eval import gsm8k, tiny
+from compgen_jax.lm import tokenizer
 from compgen_jax.types import ConfigError
 
 PROSE, PYTHON, TOKENIZER = "prose.jsonl", "python.jsonl", "tokenizer.model"
@@ -110,25 +110,32 @@ def read_jsonl(path: str) -> list[dict]:
     return [json.loads(line) for line in f if line.strip()]
 
 
-def documents(directory: str, source: str) -> list[str]:
-  """The training texts of one source, as the model reads them: prose and python as they are
-  (prompt + body), the skills' training problems in their benchmark's prompt format."""
+def question_prompt(question: str) -> str:
+  """The prompt of a {question, answer} problem: lm-eval's GSM8K block, as the arith and
+  strings benchmarks show it (llm_eval/gsm8k.prompt; tests/test_llm_data.py holds them equal)."""
+  return f"Question: {question}\nAnswer:"
+
+
+def examples(directory: str, source: str) -> list[tuple[str, str]]:
+  """(context, target) per training document of one source, as the model reads it: prose
+  ("", text); python (signature and docstring, body); the skills' training problems as their
+  benchmark prompts them (context) and answers them (target: the worked answer, the body)."""
   if source == "prose":
-    return [r["text"] for r in read_jsonl(os.path.join(directory, PROSE))]
+    return [("", r["text"]) for r in read_jsonl(os.path.join(directory, PROSE))]
   if source == "python":
-    return [r["prompt"] + r["body"] for r in read_jsonl(os.path.join(directory, PYTHON))]
+    return [(r["prompt"], r["body"]) for r in read_jsonl(os.path.join(directory, PYTHON))]
   records = read_jsonl(os.path.join(directory, split_file(source, "train")))
   if source == "funcs":
-    return [r["prompt"] + r["canonical_solution"] for r in records]
-  return [gsm8k.prompt(r["question"], []) + " " + r["answer"] for r in records]
+    return [(r["prompt"], r["canonical_solution"]) for r in records]
+  return [(question_prompt(r["question"]), " " + r["answer"]) for r in records]
 
 
 SOURCES = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
 
 
 def benchmark_settings(directory: str) -> dict[str, dict]:
-  """{benchmark name: settings to update}: each skill's test file, its train file as the
-  few-shot file of the prompted ones."""
+  """{llm_eval benchmark name: settings to update}: each skill's test file, its train file as
+  the few-shot file of the prompted ones."""
   path = lambda skill, split: os.path.join(directory, split_file(skill, split))
   return dict(arith=dict(path=path("arith", "test"), fewshot_path=path("arith", "train")),
               funcs=dict(path=path("funcs", "test")),
@@ -160,10 +167,10 @@ def ensure(cfg: ml_collections.ConfigDict, directory: str) -> dict[str, str]:
       test = os.path.join(directory, split_file(skill, "test"))
       exclude = {coarse_key(skill)(r) for r in read_jsonl(test)} if split == "train" else set()
       files.write_jsonl(path, draw(cfg, skill, split, exclude))
-  tokenizer = os.path.join(directory, TOKENIZER)
-  if not os.path.isfile(tokenizer):
-    texts = [t for source in SOURCES for t in documents(directory, source)]
-    tiny.train_tokenizer(tokenizer + ".tmp", texts, cfg.tokenizer.vocab_size)
-    os.replace(tokenizer + ".tmp", tokenizer)
+  model = os.path.join(directory, TOKENIZER)
+  if not os.path.isfile(model):
+    texts = [c + t for source in SOURCES for c, t in examples(directory, source)]
+    tokenizer.train(model + ".tmp", texts, cfg.tokenizer.vocab_size)
+    os.replace(model + ".tmp", model)
   names = [PROSE, PYTHON, TOKENIZER] + [split_file(s, p) for s, ps in SPLITS.items() for p in ps]
   return {name: os.path.join(directory, name) for name in names}
