@@ -2,16 +2,16 @@
 machine that runs the project has them: CI installs nothing beyond pyproject.toml).
 
 Prose: the Python documentation's topic texts shipped with the standard library
-(pydoc_data.topics: 79 sections of the language reference, ~0.46 M characters on CPython
-3.11.7) and the module docstrings of the standard library (~560 modules, ~0.25 M characters).
-Chosen over a Debian package or a book because the interpreter brings them wherever the code
-runs, they are real English written by people, and their subject (Python) is the one the code
-corpus and the skills share, as a code model's pre-training mix is.
+(pydoc_data.topics: 79 sections of the language reference, 464,970 characters on CPython 3.11.7)
+and the module docstrings of the standard library (565 modules, 245,886 characters). Chosen over
+a Debian package or a book because the interpreter brings them wherever the code runs, they are
+English written by people, and their subject (Python) is the one the code corpus and the skills
+share, as in a code model's pre-training mix.
 
 Code: every top-level function and method of the standard library's .py files (test suites and
 site-packages left out) that has a docstring and a body, as a docstring -> body pair shaped like
-HumanEval: `prompt` (decorators, signature, docstring) and `body` (the rest), dedented. ~6,800
-functions, ~4.8 M characters on 3.11.7. Files are read in sorted path order and functions in
+HumanEval: `prompt` (decorators, signature, docstring) and `body` (the rest), dedented. 6,602
+functions, 4.40 M characters on 3.11.7. Files are read in sorted path order and functions in
 source order; a file that does not parse is skipped. Another interpreter version gives another
 (equally deterministic) corpus.
 """
