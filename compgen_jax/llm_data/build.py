@@ -11,7 +11,6 @@ Each file is written whole (files.write_*) and skipped when present, so a killed
 the same config writes the same bytes.
 """
 
-import json
 import os
 import random
 from collections.abc import Callable
@@ -19,12 +18,12 @@ from typing import NamedTuple
 
 import ml_collections
 
-from compgen_jax import files, rng
+from compgen_jax import files, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import code_skill, corpora, cross_skill, math_skill, strings_skill
 from compgen_jax.llm_data.config import TEMPLATES, validate
 from compgen_jax.lm import tokenizer
-from compgen_jax.types import ConfigError
+from compgen_jax.types import ConfigError, DataError
 
 PROSE, PYTHON, TOKENIZER = "prose.jsonl", "python.jsonl", "tokenizer.model"
 TRIES_PER_PROBLEM = 50  # draws per wanted problem before a split is called too large
@@ -106,8 +105,10 @@ def draw(cfg, skill: str, split: str, exclude: set) -> list[dict]:
 
 
 def read_jsonl(path: str) -> list[dict]:
-  with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
+  """The records of one of the directory's files; DataError if it was never written."""
+  if not os.path.isfile(path):
+    raise DataError(f"{path}: no such file (build.ensure writes it)")
+  return metric_writer.read_rows(path)
 
 
 def question_prompt(question: str) -> str:
