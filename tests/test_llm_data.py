@@ -3,7 +3,6 @@ the real corpora and the tokenizer (the answers' correctness: test_llm_data_answ
 
 import json
 import os
-import shutil
 
 import pytest
 import sentencepiece as spm
@@ -19,6 +18,11 @@ SKILLS = ("arith", "funcs", "strings", "cross")
 
 def records(directory, skill, split):
   return build.read_jsonl(os.path.join(directory, build.split_file(skill, split)))
+
+
+def read_bytes(directory, name):
+  with open(os.path.join(directory, name), "rb") as f:
+    return f.read()
 
 
 def test_every_skill_loads_through_its_benchmark_and_the_runner(tiny_llm_data):
@@ -72,15 +76,14 @@ def test_splits_hold_out_templates_and_instances(tiny_llm_data):
 def test_build_is_deterministic_resumes_and_seeds_matter(tiny_llm_data, tmp_path, monkeypatch):
   cfg, directory = tiny_llm_data
   again = str(tmp_path / "again")
-  shutil.copytree(directory, again)
-  for name in ("funcs_train.jsonl", "tokenizer.model"):  # as if killed before these
-    os.remove(os.path.join(again, name))
-  build.ensure(cfg, again)
+  build.ensure(cfg, again)  # from nothing, in another directory: the same bytes
+  assert sorted(os.listdir(again)) == sorted(os.listdir(directory))
   for name in os.listdir(directory):
-    with open(os.path.join(directory, name), "rb") as a, open(os.path.join(again, name), "rb") as b:
-      assert a.read() == b.read(), name
+    assert read_bytes(directory, name) == read_bytes(again, name), name
+  os.remove(os.path.join(again, "funcs_train.jsonl"))  # as if killed before it was written
   monkeypatch.setattr(corpora, "python_corpus", lambda **_: pytest.fail("rebuilt a corpus"))
-  build.ensure(cfg, again)  # everything present: nothing is redone
+  build.ensure(cfg, again)  # writes the missing file alone
+  assert read_bytes(again, "funcs_train.jsonl") == read_bytes(directory, "funcs_train.jsonl")
   other = config.data_config("tiny")
   with other.unlocked():
     other.seed = 1
