@@ -37,6 +37,10 @@ def test_every_skill_loads_through_its_benchmark_and_the_runner(tiny_llm_data):
   for name in SKILLS:
     problems = BENCHMARKS[name].load(llm.benchmarks[name])
     assert len(problems) == cfg[name].num_test and len({p.id for p in problems}) == len(problems)
+  for name, paths in build.benchmark_settings(directory, "seen").items():
+    settings = llm.benchmarks[name].copy_and_resolve_references()
+    settings.update(paths)
+    assert len(BENCHMARKS[name].load(settings)) == cfg[name].num_seen
   arith = BENCHMARKS["arith"].load(llm.benchmarks.arith)
   first = records(directory, "arith", "train")[0]
   assert arith[0].prompt.startswith(f"Question: {first['question']}\nAnswer: {first['answer']}")
@@ -59,18 +63,22 @@ def test_every_skill_loads_through_its_benchmark_and_the_runner(tiny_llm_data):
 def test_splits_hold_out_templates_and_instances(tiny_llm_data):
   cfg, directory = tiny_llm_data
   for skill in ("arith", "funcs", "strings"):
-    train, test = records(directory, skill, "train"), records(directory, skill, "test")
-    assert (len(train), len(test)) == (cfg[skill].num_train, cfg[skill].num_test)
+    train, test, seen = (records(directory, skill, s) for s in ("train", "test", "seen"))
+    assert [len(train), len(test), len(seen)] == [cfg[skill][f"num_{s}"]
+                                                  for s in ("train", "test", "seen")]
     held_out = set(cfg[skill].test_templates)
     assert {r["template"] for r in test} <= held_out
-    assert not {r["template"] for r in train} & held_out  # no test template in training
+    assert not {r["template"] for r in train + seen} & held_out  # no test template in training
     key = build.coarse_key(skill)
-    assert not {key(r) for r in train} & {key(r) for r in test}
-    assert len({key(r) for r in test}) == len(test)
+    assert not {key(r) for r in train} & {key(r) for r in test + seen}  # nor an instance
+    assert len({key(r) for r in test + seen}) == len(test + seen)
     assert len({build.SKILLS[skill].key(r) for r in train}) == len(train)
   cross = records(directory, "cross", "test")
   assert {r["template"] for r in cross} <= set(config.TEMPLATES["arith"]) - set(
       cfg.arith.test_templates)  # the stories the math expert trains on, as functions
+  seen = build.benchmark_settings(directory, "seen")
+  assert set(seen) == {"arith", "funcs", "strings"}
+  assert seen["arith"]["path"].endswith("arith_seen.jsonl")
 
 
 def test_build_is_deterministic_resumes_and_seeds_matter(tiny_llm_data, tmp_path, monkeypatch):

@@ -3,7 +3,8 @@
 DIR/config.json   the data config (a directory holding another config is refused)
 DIR/prose.jsonl   {source, text}: pydoc topics and stdlib module docstrings (corpora.py)
 DIR/python.jsonl  {path, name, prompt, body}: stdlib docstring -> body pairs
-DIR/<skill>_train.jsonl, <skill>_test.jsonl   arith, funcs, strings (cross: test only), in the
+DIR/<skill>_<split>.jsonl  arith, funcs, strings: train, test (held-out templates) and seen
+                  (training templates, instances not in train); cross: test only. Each in the
                   schema of the benchmark of the same name (llm_eval/benchmarks.py)
 DIR/tokenizer.model  SentencePiece on every training document (lm/tokenizer.py)
 
@@ -52,8 +53,9 @@ SKILLS = {
     "cross": Skill(lambda t, r, c: cross_skill.make(t, r, c.arith.max_operand, c.cross.num_base,
                                                     c.cross.num_plus), _function, "Cross"),
 }
-SPLITS = {"arith": ("train", "test"), "funcs": ("train", "test"),
-          "strings": ("train", "test"), "cross": ("test",)}
+# In the order they are drawn: train leaves out every test and seen instance.
+SPLITS = {"arith": ("test", "seen", "train"), "funcs": ("test", "seen", "train"),
+          "strings": ("test", "seen", "train"), "cross": ("test",)}
 
 
 def split_file(skill: str, split: str) -> str:
@@ -67,8 +69,8 @@ def split_random(cfg: ml_collections.ConfigDict, skill: str, split: str) -> rand
 
 
 def templates(cfg: ml_collections.ConfigDict, skill: str, split: str) -> list:
-  """The templates a split draws from: test the held-out ones, train the rest; cross the
-  stories arith trains on."""
+  """The templates a split draws from: test the held-out ones, train and seen the rest; cross
+  the stories arith trains on."""
   if skill == "cross":
     skill, split = "arith", "train"
   held_out = set(cfg[skill].test_templates)
@@ -81,11 +83,11 @@ def coarse_key(skill: str) -> Callable:
 
 
 def draw(cfg, skill: str, split: str, exclude: set) -> list[dict]:
-  """num_<split> distinct problems (by the split's key: coarse_key for test), none whose
-  coarse_key is in `exclude`, each of a template drawn uniformly; ConfigError when the
+  """num_<split> distinct problems (by the split's key: coarse_key for test and seen), none
+  whose coarse_key is in `exclude`, each of a template drawn uniformly; ConfigError when the
   templates hold too few distinct problems."""
   spec, pool = SKILLS[skill], templates(cfg, skill, split)
-  key = coarse_key(skill) if split == "test" else spec.key
+  key = spec.key if split == "train" else coarse_key(skill)
   wanted, rand = cfg[skill][f"num_{split}"], split_random(cfg, skill, split)
   out, seen = [], set()
   for _ in range(TRIES_PER_PROBLEM * wanted):
@@ -134,14 +136,15 @@ def examples(directory: str, source: str) -> list[tuple[str, str]]:
 SOURCES = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
 
 
-def benchmark_settings(directory: str) -> dict[str, dict]:
-  """{llm_eval benchmark name: settings to update}: each skill's test file, its train file as
-  the few-shot file of the prompted ones."""
+def benchmark_settings(directory: str, split: str = "test") -> dict[str, dict]:
+  """{llm_eval benchmark name: settings to update}: each skill's `split` file (test, or seen:
+  cross has none), its train file as the few-shot file of the prompted ones."""
   path = lambda skill, split: os.path.join(directory, split_file(skill, split))
-  return dict(arith=dict(path=path("arith", "test"), fewshot_path=path("arith", "train")),
-              funcs=dict(path=path("funcs", "test")),
-              strings=dict(path=path("strings", "test"), fewshot_path=path("strings", "train")),
-              cross=dict(path=path("cross", "test")))
+  out = dict(arith=dict(path=path("arith", split), fewshot_path=path("arith", "train")),
+             funcs=dict(path=path("funcs", split)),
+             strings=dict(path=path("strings", split), fewshot_path=path("strings", "train")),
+             cross=dict(path=path("cross", split)))
+  return {name: s for name, s in out.items() if split in SPLITS[name]}
 
 
 def _write_corpora(cfg, directory: str) -> None:
@@ -161,13 +164,12 @@ def ensure(cfg: ml_collections.ConfigDict, directory: str) -> dict[str, str]:
   workdir_lib.prepare(directory, cfg)
   _write_corpora(cfg, directory)
   for skill, splits in SPLITS.items():
-    for split in sorted(splits, key=lambda s: s != "test"):  # train excludes test instances
+    for i, split in enumerate(splits):
       path = os.path.join(directory, split_file(skill, split))
-      if os.path.isfile(path):
-        continue
-      test = os.path.join(directory, split_file(skill, "test"))
-      exclude = {coarse_key(skill)(r) for r in read_jsonl(test)} if split == "train" else set()
-      files.write_jsonl(path, draw(cfg, skill, split, exclude))
+      if not os.path.isfile(path):
+        earlier = [r for s in splits[:i] for r in read_jsonl(
+            os.path.join(directory, split_file(skill, s)))]
+        files.write_jsonl(path, draw(cfg, skill, split, set(map(coarse_key(skill), earlier))))
   model = os.path.join(directory, TOKENIZER)
   if not os.path.isfile(model):
     texts = [c + t for source in SOURCES for c, t in examples(directory, source)]
