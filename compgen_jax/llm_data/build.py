@@ -173,7 +173,6 @@ def ensure(cfg: ml_collections.ConfigDict, directory: str) -> dict[str, str]:
   model = os.path.join(directory, TOKENIZER)
   if not os.path.isfile(model):
     texts = [c + t for source in SOURCES for c, t in examples(directory, source)]
-    tokenizer.train(model + ".tmp", texts, cfg.tokenizer.vocab_size)
-    os.replace(model + ".tmp", model)
+    tokenizer.train(model, texts, cfg.tokenizer.vocab_size)
   names = [PROSE, PYTHON, TOKENIZER] + [split_file(s, p) for s, ps in SPLITS.items() for p in ps]
   return {name: os.path.join(directory, name) for name in names}

@@ -38,8 +38,7 @@ def ensure_models(directory: str, settings: ml_collections.ConfigDict, names: li
   os.makedirs(directory, exist_ok=True)
   tok = os.path.join(directory, "tokenizer.model")
   if not os.path.isfile(tok):
-    tokenizer.train(tok + ".tmp", texts, settings.vocab_size)
-    os.replace(tok + ".tmp", tok)
+    tokenizer.train(tok, texts, settings.vocab_size)
   vocab = spm.SentencePieceProcessor(model_file=tok).get_piece_size()
   c = config(settings, vocab)
   key = rng.stream(rng.run_key(seed, 0), "tiny_models")

@@ -3,6 +3,7 @@ Gemma's special ids, byte fallback (every string encodes), no normalisation (tex
 """
 
 import io
+import os
 
 import sentencepiece as spm
 
@@ -18,5 +19,7 @@ def train(path: str, texts: list[str], vocab_size: int) -> None:
       model_type="bpe", byte_fallback=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
       hard_vocab_limit=False, normalization_rule_name="identity", add_dummy_prefix=False,
       remove_extra_whitespaces=False, split_digits=True, num_threads=1, minloglevel=2)
-  with open(path, "wb") as f:
+  tmp = path + ".tmp"  # written whole, then renamed: a kill leaves no torn model at `path`
+  with open(tmp, "wb") as f:
     f.write(model.getvalue())
+  os.replace(tmp, path)
