@@ -23,6 +23,10 @@ Classifier-free guidance with guidance scale g (one model under two prompts):
   --config.components.unconditional.weight=-0.5     # 1 - g for g = 1.5: p_c^g p_u^(1-g)
 (docs/composition.md gives DExperts, proxy-tuning and contrastive decoding as configs).
 
+The skills llm_data generates (issue 38) are benchmarks too: --config.run="('arith', 'funcs',
+'strings', 'cross')" with each path (and arith's and strings' fewshot_path) set to the files
+llm_data.build.benchmark_settings(DIR) names.
+
 Presets: paper (Gemma-2-2B base + MergeBench math and coding experts, the paper's protocol: greedy,
 512 new tokens, bfloat16; a GPU), cpu (tiny random Gemma-2 models written into WORKDIR/models and
 the hand-made benchmark files of tests/fixtures/llm_eval: the whole pipeline in minutes on a CPU;

@@ -53,3 +53,15 @@ def tiny_models(tmp_path_factory):
     cfg.models.update(paths)
   loaded = systems.load(cfg, paths, ["base", "math", "coding"], str(tmp_path_factory.mktemp("w")))
   return cfg, paths, loaded
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_data(tmp_path_factory):
+  """(config, directory) of llm_data's tiny preset, built once per worker; tests read it, never
+  write into it."""
+  from compgen_jax.llm_data import build, config  # here: most test modules never need them
+
+  cfg = config.data_config("tiny")
+  directory = str(tmp_path_factory.mktemp("llm_data") / "data")
+  build.ensure(cfg, directory)
+  return cfg, directory

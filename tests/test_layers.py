@@ -19,6 +19,7 @@ LAYERS = (
     ("students", "composition"),
     ("analysis",),
     ("scaling",),  # paper 1's experiment (hyperteacher, preference); theory builds on it
+    ("llm_data",),  # the LLM study's corpora, skills and tokenizer, for training and llm_eval
     ("theory", "letters", "llm_eval", "images"),  # applications
     ("apps",),  # one record per application: what the binaries and the sweep launcher read
     ("sweeps",),  # launches programs of the applications' binaries (spec.BINARIES)

@@ -14,6 +14,7 @@ import pytest
 import sentencepiece as spm
 
 from compgen_jax.composition import arithmetic
+from compgen_jax.llm_data import build
 from compgen_jax.llm_eval import decoding, report, runner, sandbox, systems, tiny
 from compgen_jax.lm import gemma2, hf_export
 from compgen_jax.types import CheckpointError, ConfigError
@@ -193,9 +194,10 @@ def _oracle(vocab_size: int, eos_id: int, scripts: dict) -> gemma2.Model:
 @pytest.mark.parametrize("bench_name, answer", [
     ("gsm8k", lambda t: " " + t["answer"] + "\n\nQuestion: more text after the stop string"),
     ("math", lambda t: f" So the answer is $\\boxed{{{t['gold']}}}$.\nProblem: next"),
-    ("humaneval_plus", None), ("mbpp_plus", None)])
+    ("humaneval_plus", None), ("mbpp_plus", None),
+    ("strings", lambda t: " " + t["answer"] + "\nQuestion: more"), ("cross", None)])
 def test_a_model_that_writes_the_answers_scores_every_problem(tmp_path, tiny_models, bench_name,
-                                                              answer):
+                                                              answer, request):
   """The whole text path (tokenizing, batched decoding, detokenizing, stop strings, extraction,
   scoring) gives 100% to a model that writes the gold answers, and 0% to one that writes
   something else: the pipeline measures what the model writes, nothing else."""
@@ -205,6 +207,11 @@ def test_a_model_that_writes_the_answers_scores_every_problem(tmp_path, tiny_mod
   cfg = copy.deepcopy(cfg)
   with cfg.unlocked():
     cfg.generate.update(max_new_tokens=160, batch_size=3)
+  if bench_name in ("strings", "cross"):  # llm_data's generated skills (tests/test_llm_data.py)
+    _, directory = request.getfixturevalue("tiny_llm_data")
+    cfg.benchmarks[bench_name].update(build.benchmark_settings(directory)[bench_name])
+    if bench_name == "strings":
+      cfg.benchmarks.strings.num_fewshot = 2
   bench = benchmarks.BENCHMARKS[bench_name]
   problems = bench.load(cfg.benchmarks[bench_name])
   sp, bos = loaded.tokenizer, loaded.models["base"].bos_id
@@ -220,7 +227,7 @@ def test_a_model_that_writes_the_answers_scores_every_problem(tmp_path, tiny_mod
         text = answer(raw[i])
       else:
         sol = raw[i]["canonical_solution"]
-        text = sol if bench_name == "humaneval_plus" else sol + "\nassert False\n"
+        text = sol if bench_name != "mbpp_plus" else sol + "\nassert False\n"
       text = text if right else " I do not know.\n\nQuestion: Problem:\nassert 0\n"
       scripts[tuple(decoding.encode(sp, bos, p.prompt))] = sp.encode(text)
     model = _oracle(loaded.models["base"].vocab_size, loaded.models["base"].eos_id, scripts)
@@ -235,7 +242,7 @@ def test_a_model_that_writes_the_answers_scores_every_problem(tmp_path, tiny_mod
       cfg.run = (bench_name,)
     [summary] = runner.summarize(w, cfg, [systems.System("oracle", "single", ("oracle",))])
     assert summary["accuracy"] == float(right)
-    if bench_name in ("humaneval_plus", "mbpp_plus"):  # the summary says how code was scored
+    if bench_name in ("humaneval_plus", "mbpp_plus", "cross"):  # says how code was scored
       assert summary["scored_isolated"] == float(sandbox.isolation_problem() is None)
     else:
       assert "scored_isolated" not in summary

@@ -1,11 +1,13 @@
-"""The registry of the logit-composition paper's four benchmarks, read from local jsonl files.
+"""The registry of benchmarks, read from local jsonl files: the logit-composition paper's four,
+and the four skills llm_data generates (arith in GSM8K's protocol, funcs and cross in
+HumanEval+'s, strings by exact match; issue 38's CPU-sized LLM study).
 
 Each Benchmark turns its files into Problems (the exact prompt, and what scoring needs) and
 stop-truncated completions into one JSON-serialisable dict per problem with at least "correct"
 and "extracted". Nothing is downloaded.
 """
 
-from compgen_jax.llm_eval import evalplus, gsm8k, hendrycks_math
+from compgen_jax.llm_eval import evalplus, exact_match, gsm8k, hendrycks_math
 from compgen_jax.llm_eval.base import Benchmark, Problem, truncate
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -13,6 +15,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "math": hendrycks_math.BENCHMARK,
     "humaneval_plus": evalplus.HUMANEVAL_PLUS,
     "mbpp_plus": evalplus.MBPP_PLUS,
+    "arith": gsm8k.BENCHMARK._replace(name="arith"),
+    "funcs": evalplus.make("funcs", "humaneval"),
+    "strings": exact_match.make("strings"),
+    "cross": evalplus.make("cross", "humaneval"),
 }
 
 __all__ = ["BENCHMARKS", "Benchmark", "Problem", "truncate"]

@@ -64,19 +64,24 @@ def prompt(question: str, shots: list[dict]) -> str:
   return "\n\n".join(parts + [f"Question: {question}\nAnswer:"])
 
 
+def shots(settings: ml_collections.ConfigDict) -> list[dict]:
+  """The first num_fewshot records of fewshot_path ({question, answer})."""
+  if not settings.num_fewshot:
+    return []
+  train = base.read_jsonl(settings.fewshot_path, _FIELDS)
+  if len(train) < settings.num_fewshot:
+    raise DataError(f"{settings.fewshot_path}: {len(train)} examples, fewer than "
+                    f"num_fewshot={settings.num_fewshot}")
+  return [record for _, record in train[:settings.num_fewshot]]
+
+
 def load(settings: ml_collections.ConfigDict) -> list[Problem]:
-  shots = []
-  if settings.num_fewshot:
-    train = base.read_jsonl(settings.fewshot_path, _FIELDS)
-    if len(train) < settings.num_fewshot:
-      raise DataError(f"{settings.fewshot_path}: {len(train)} examples, fewer than "
-                      f"num_fewshot={settings.num_fewshot}")
-    shots = [record for _, record in train[:settings.num_fewshot]]
+  examples = shots(settings)
   problems = []
   for index, record in base.read_jsonl(settings.path, _FIELDS):
     if "#### " not in record["answer"]:
       raise DataError(f"{settings.path}:{index + 1}: field 'answer' lacks '#### <number>'")
-    problems.append(Problem(str(index), prompt(record["question"], shots),
+    problems.append(Problem(str(index), prompt(record["question"], examples),
                             {"gold": normalize(record["answer"])}))
   return base.limited(problems, settings)
 

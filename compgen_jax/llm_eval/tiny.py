@@ -1,15 +1,13 @@
 """Tiny random Gemma-2 checkpoints for the CPU preset and the tests, written as real Hugging Face
 directories (so the whole pipeline, loader included, runs on them).
 
-A SentencePiece BPE tokenizer with byte fallback (every string encodes) is trained on the
-benchmark prompts; the background model is random and each other model is the background plus
+A SentencePiece BPE tokenizer with byte fallback (lm/tokenizer.py) is trained on the benchmark
+prompts; the background model is random and each other model is the background plus
 Gaussian noise, like experts fine-tuned from one base (so task arithmetic has task vectors).
 Written once per directory and reused; the same seed writes the same files.
 """
 
 import os
-import shutil
-import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -17,20 +15,7 @@ import ml_collections
 import sentencepiece as spm
 
 from compgen_jax import rng
-from compgen_jax.lm import gemma2, hf_export
-
-
-def train_tokenizer(path: str, texts: list[str], vocab_size: int) -> None:
-  """A byte-fallback BPE model at `path` with Gemma's special ids (pad 0, eos 1, bos 2, unk 3)."""
-  lines = [line for t in texts for line in t.splitlines() if line.strip()]
-  with tempfile.TemporaryDirectory() as tmp:  # the trainer also writes a .vocab file
-    prefix = os.path.join(tmp, "tokenizer")
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_prefix=prefix, vocab_size=vocab_size,
-        model_type="bpe", byte_fallback=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
-        hard_vocab_limit=False, normalization_rule_name="identity", add_dummy_prefix=False,
-        remove_extra_whitespaces=False, split_digits=True, num_threads=1, minloglevel=2)
-    shutil.move(prefix + ".model", path)
+from compgen_jax.lm import gemma2, hf_export, tokenizer
 
 
 def config(settings: ml_collections.ConfigDict, vocab_size: int) -> gemma2.Gemma2Config:
@@ -53,8 +38,7 @@ def ensure_models(directory: str, settings: ml_collections.ConfigDict, names: li
   os.makedirs(directory, exist_ok=True)
   tok = os.path.join(directory, "tokenizer.model")
   if not os.path.isfile(tok):
-    train_tokenizer(tok + ".tmp", texts, settings.vocab_size)
-    os.replace(tok + ".tmp", tok)
+    tokenizer.train(tok, texts, settings.vocab_size)
   vocab = spm.SentencePieceProcessor(model_file=tok).get_piece_size()
   c = config(settings, vocab)
   key = rng.stream(rng.run_key(seed, 0), "tiny_models")

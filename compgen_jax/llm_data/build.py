@@ -1,0 +1,178 @@
+"""Writes the study's data into a directory: the corpora, each skill's splits and the tokenizer.
+
+DIR/config.json   the data config (a directory holding another config is refused)
+DIR/prose.jsonl   {source, text}: pydoc topics and stdlib module docstrings (corpora.py)
+DIR/python.jsonl  {path, name, prompt, body}: stdlib docstring -> body pairs
+DIR/<skill>_<split>.jsonl  arith, funcs, strings: train, test (held-out templates) and seen
+                  (training templates, instances not in train); cross: test only. Each in the
+                  schema of the benchmark of the same name (llm_eval/benchmarks.py)
+DIR/tokenizer.model  SentencePiece on every training document (lm/tokenizer.py)
+
+Each file is written whole (files.write_*) and skipped when present, so a killed build resumes;
+the same config writes the same bytes.
+"""
+
+import os
+import random
+from collections.abc import Callable
+from typing import NamedTuple
+
+import ml_collections
+
+from compgen_jax import files, metric_writer, rng
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.llm_data import code_skill, corpora, cross_skill, math_skill, strings_skill
+from compgen_jax.llm_data.config import TEMPLATES, validate
+from compgen_jax.lm import tokenizer
+from compgen_jax.types import ConfigError, DataError
+
+PROSE, PYTHON, TOKENIZER = "prose.jsonl", "python.jsonl", "tokenizer.model"
+TRIES_PER_PROBLEM = 50  # draws per wanted problem before a split is called too large
+
+
+class Skill(NamedTuple):
+  make: Callable  # (template, random.Random, cfg) -> record
+  key: Callable   # record -> what makes two problems the same instance
+  task_prefix: str = ""  # HumanEval+ schema: task_id = f"{prefix}/{split}/{index}"
+  test_key: Callable | None = None  # a coarser key for test problems (None: key)
+
+
+def _function(record: dict) -> str:
+  """A code problem's function: the prompt up to its doctest example (name, argument, task)."""
+  return record["prompt"].split(">>>")[0]
+
+
+# funcs: training problems are distinct prompts (a function may recur with another example, as
+# the no-constant templates hold only a dozen functions each); test problems distinct functions.
+SKILLS = {
+    "arith": Skill(lambda t, r, c: math_skill.make(t, r, c.arith.max_operand),
+                   lambda rec: rec["question"]),
+    "funcs": Skill(lambda t, r, c: code_skill.make(t, r, c.funcs.num_base, c.funcs.num_plus),
+                   lambda rec: rec["prompt"], "Funcs", _function),
+    "strings": Skill(lambda t, r, c: strings_skill.make(t, r), lambda rec: rec["question"]),
+    "cross": Skill(lambda t, r, c: cross_skill.make(t, r, c.arith.max_operand, c.cross.num_base,
+                                                    c.cross.num_plus), _function, "Cross"),
+}
+# In the order they are drawn: train leaves out every test and seen instance.
+SPLITS = {"arith": ("test", "seen", "train"), "funcs": ("test", "seen", "train"),
+          "strings": ("test", "seen", "train"), "cross": ("test",)}
+
+
+def split_file(skill: str, split: str) -> str:
+  return f"{skill}_{split}.jsonl"
+
+
+def split_random(cfg: ml_collections.ConfigDict, skill: str, split: str) -> random.Random:
+  """The split's own generator: changing one split's size leaves the others' problems as
+  they were."""
+  return random.Random(cfg.seed << 32 | rng.stream_id(f"llm_data/{skill}/{split}"))
+
+
+def templates(cfg: ml_collections.ConfigDict, skill: str, split: str) -> list:
+  """The templates a split draws from: test the held-out ones, train and seen the rest; cross
+  the stories arith trains on."""
+  if skill == "cross":
+    skill, split = "arith", "train"
+  held_out = set(cfg[skill].test_templates)
+  return [t for name, t in TEMPLATES[skill].items() if (name in held_out) == (split == "test")]
+
+
+def coarse_key(skill: str) -> Callable:
+  """The key that tells a test instance: test_key, else key."""
+  return SKILLS[skill].test_key or SKILLS[skill].key
+
+
+def draw(cfg, skill: str, split: str, exclude: set) -> list[dict]:
+  """num_<split> distinct problems (by the split's key: coarse_key for test and seen), none
+  whose coarse_key is in `exclude`, each of a template drawn uniformly; ConfigError when the
+  templates hold too few distinct problems."""
+  spec, pool = SKILLS[skill], templates(cfg, skill, split)
+  key = spec.key if split == "train" else coarse_key(skill)
+  wanted, rand = cfg[skill][f"num_{split}"], split_random(cfg, skill, split)
+  out, seen = [], set()
+  for _ in range(TRIES_PER_PROBLEM * wanted):
+    if len(out) == wanted:
+      break
+    record = spec.make(rand.choice(pool), rand, cfg)
+    if key(record) not in seen and coarse_key(skill)(record) not in exclude:
+      seen.add(key(record))
+      out.append(record)
+  if len(out) < wanted:
+    raise ConfigError(f"{skill}.num_{split}", f"found only {len(out)} distinct problems in "
+                      f"{TRIES_PER_PROBLEM * wanted} draws from {len(pool)} templates; ask "
+                      "for fewer")
+  if spec.task_prefix:
+    out = [{**r, "task_id": f"{spec.task_prefix}/{split}/{i}"} for i, r in enumerate(out)]
+  return out
+
+
+def read_jsonl(path: str) -> list[dict]:
+  """The records of one of the directory's files; DataError if it was never written."""
+  if not os.path.isfile(path):
+    raise DataError(f"{path}: no such file (build.ensure writes it)")
+  return metric_writer.read_rows(path)
+
+
+def question_prompt(question: str) -> str:
+  """The prompt of a {question, answer} problem: lm-eval's GSM8K block, as the arith and
+  strings benchmarks show it (llm_eval/gsm8k.prompt; tests/test_llm_data.py holds them equal)."""
+  return f"Question: {question}\nAnswer:"
+
+
+def examples(directory: str, source: str) -> list[tuple[str, str]]:
+  """(context, target) per training document of one source, as the model reads it: prose
+  ("", text); python (signature and docstring, body); the skills' training problems as their
+  benchmark prompts them (context) and answers them (target: the worked answer, the body)."""
+  if source == "prose":
+    return [("", r["text"]) for r in read_jsonl(os.path.join(directory, PROSE))]
+  if source == "python":
+    return [(r["prompt"], r["body"]) for r in read_jsonl(os.path.join(directory, PYTHON))]
+  records = read_jsonl(os.path.join(directory, split_file(source, "train")))
+  if source == "funcs":
+    return [(r["prompt"], r["canonical_solution"]) for r in records]
+  return [(question_prompt(r["question"]), " " + r["answer"]) for r in records]
+
+
+SOURCES = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
+
+
+def benchmark_settings(directory: str, split: str = "test") -> dict[str, dict]:
+  """{llm_eval benchmark name: settings to update}: each skill's `split` file (test, or seen:
+  cross has none), its train file as the few-shot file of the prompted ones."""
+  path = lambda skill, split: os.path.join(directory, split_file(skill, split))
+  out = dict(arith=dict(path=path("arith", split), fewshot_path=path("arith", "train")),
+             funcs=dict(path=path("funcs", split)),
+             strings=dict(path=path("strings", split), fewshot_path=path("strings", "train")),
+             cross=dict(path=path("cross", split)))
+  return {name: s for name, s in out.items() if split in SPLITS[name]}
+
+
+def _write_corpora(cfg, directory: str) -> None:
+  prose_path, python_path = (os.path.join(directory, n) for n in (PROSE, PYTHON))
+  if os.path.isfile(prose_path) and os.path.isfile(python_path):
+    return
+  functions, modules = corpora.python_corpus(max_functions=cfg.corpora.max_functions)
+  prose = corpora.prose_corpus(modules)
+  files.write_jsonl(python_path, functions)
+  files.write_jsonl(prose_path, prose[:cfg.corpora.max_prose] if cfg.corpora.max_prose
+                    else prose)
+
+
+def ensure(cfg: ml_collections.ConfigDict, directory: str) -> dict[str, str]:
+  """Validates `cfg`, writes whatever of DIR is missing; {file name: path} of every file."""
+  validate(cfg)
+  workdir_lib.prepare(directory, cfg)
+  _write_corpora(cfg, directory)
+  for skill, splits in SPLITS.items():
+    for i, split in enumerate(splits):
+      path = os.path.join(directory, split_file(skill, split))
+      if not os.path.isfile(path):
+        earlier = [r for s in splits[:i] for r in read_jsonl(
+            os.path.join(directory, split_file(skill, s)))]
+        files.write_jsonl(path, draw(cfg, skill, split, set(map(coarse_key(skill), earlier))))
+  model = os.path.join(directory, TOKENIZER)
+  if not os.path.isfile(model):
+    texts = [c + t for source in SOURCES for c, t in examples(directory, source)]
+    tokenizer.train(model, texts, cfg.tokenizer.vocab_size)
+  names = [PROSE, PYTHON, TOKENIZER] + [split_file(s, p) for s, ps in SPLITS.items() for p in ps]
+  return {name: os.path.join(directory, name) for name in names}

@@ -1,0 +1,43 @@
+"""The cross skill, which neither expert trains on: a math word problem (a math_skill story) whose
+answer a Python function must return, in HumanEval+'s schema, scored through evalplus.py.
+
+The story's numbers become the function's arguments ("Ava has a apples and buys b more."); the
+canonical body computes the worked solution's steps (/ as //: the story's divisions are exact,
+and every base and plus input is drawn by the same sampler as the word problems, so they stay
+exact and non-negative).
+"""
+
+import random
+
+from compgen_jax.llm_data import math_skill
+
+PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "//"}
+
+
+def solution(template: math_skill.Template) -> str:
+  """The body: one line per step, s1 = ..., then the last result returned."""
+  lines = []
+  for i, (step, _) in enumerate(template.steps):
+    left, op, right = step.split()
+    lines.append(f"    s{i + 1} = {left} {PY_OPS[op]} {right}\n")
+  return "".join(lines) + f"    return s{len(template.steps)}\n"
+
+
+def make(template: math_skill.Template, rand: random.Random, max_operand: int, num_base: int,
+         num_plus: int) -> dict:
+  """One problem: the story with its numbers as arguments, in HumanEval+'s schema."""
+  args = math_skill.slots(template)
+  name, item = rand.choice(math_skill.NAMES), rand.choice(template.items)
+  story = template.text.format(n=name, x=item, **{a: a for a in args})
+  entry = f"{template.name}_{name.lower()}"
+  head = f"def {entry}({', '.join(f'{a}: int' for a in args)}) -> int:\n"
+  draws = [math_skill.draw_values(template, rand, max_operand)
+           for _ in range(num_base + num_plus)]
+  rows = [[values[a] for a in args] for values in draws]
+  example = rows[0]
+  answer = math_skill.evaluate(template, dict(zip(args, example, strict=True)))[-1]
+  doc = (f'    """{story}\n    Return the answer as an int.\n'
+         f'    >>> {entry}({", ".join(map(str, example))})\n    {answer}\n    """\n')
+  return dict(task_id="", prompt=head + doc, entry_point=entry,
+              canonical_solution=solution(template), base_input=rows[:num_base],
+              plus_input=rows[num_base:], atol=0, template=template.name)

@@ -1,0 +1,59 @@
+"""The third skill: string transformations answered in plain text ({question, answer}), scored
+by exact match of the answer's first line (llm_eval/exact_match.py).
+
+Words come from code_skill.WORDS; answers never start or end with a space (the scorer strips).
+"""
+
+import random
+from typing import NamedTuple
+
+from compgen_jax.llm_data.code_skill import WORDS
+
+VOWELS = "aeiou"
+
+
+class Template(NamedTuple):
+  """A question pattern over {w} (one word), {p} (a phrase of 2-4 words), {c} (a letter of the
+  word) or {k} (2-3), and the answer as a function of those values."""
+  name: str
+  question: str
+  answer: object  # Callable[[dict], str]
+
+
+T = Template
+TEMPLATES = (
+    T("reverse_word", 'Write the word "{w}" backwards.', lambda v: v["w"][::-1]),
+    T("upper_word", 'Write "{w}" in capital letters.', lambda v: v["w"].upper()),
+    T("first_letter", 'What is the first letter of "{w}"?', lambda v: v["w"][0]),
+    T("last_letter", 'What is the last letter of "{w}"?', lambda v: v["w"][-1]),
+    T("initials", 'Give the first letter of each word in "{p}".',
+      lambda v: "".join(w[0] for w in v["p"].split())),
+    T("sort_letters", 'Write the letters of "{w}" in alphabetical order.',
+      lambda v: "".join(sorted(v["w"]))),
+    T("no_vowels", 'Write "{w}" without its vowels.',
+      lambda v: "".join(ch for ch in v["w"] if ch not in VOWELS)),
+    T("replace_letter", 'Replace every "{c}" in "{w}" with "*".', lambda v: v["w"].replace(
+        v["c"], "*")),
+    T("swap_words", 'Swap the first and last words of "{p}".',
+      lambda v: " ".join([v["p"].split()[-1]] + v["p"].split()[1:-1] + [v["p"].split()[0]])),
+    T("capitalize", 'Capitalize each word of "{p}".',
+      lambda v: " ".join(w.capitalize() for w in v["p"].split())),
+    T("repeat_word", 'Write "{w}" {k} times, separated by spaces.',
+      lambda v: " ".join([v["w"]] * v["k"])),
+    T("dashes", 'Join the words of "{p}" with dashes.', lambda v: "-".join(v["p"].split())),
+    T("double_letters", 'Write "{w}" with every letter doubled.',
+      lambda v: "".join(ch * 2 for ch in v["w"])),
+    T("length", 'How many letters are in "{w}"?', lambda v: str(len(v["w"]))),
+    T("count_letter", 'How many times does "{c}" occur in "{w}"?',
+      lambda v: str(v["w"].count(v["c"]))),
+)
+BY_NAME = {t.name: t for t in TEMPLATES}
+
+
+def make(template: Template, rand: random.Random) -> dict:
+  """One problem of `template`: {question, answer, template}."""
+  w = rand.choice(WORDS)
+  values = dict(w=w, c=rand.choice(w), k=rand.randint(2, 3),
+                p=" ".join(rand.choice(WORDS) for _ in range(rand.randint(2, 4))))
+  return dict(question=template.question.format(**values), answer=template.answer(values),
+              template=template.name)

@@ -1,0 +1,169 @@
+"""llm_data's build: schemas the benchmarks load, determinism, resumption, held-out templates,
+the real corpora and the tokenizer (the answers' correctness: test_llm_data_answers.py)."""
+
+import json
+import os
+
+import pytest
+import sentencepiece as spm
+
+from compgen_jax.llm_data import build, config, corpora
+from compgen_jax.llm_eval import runner, sandbox
+from compgen_jax.llm_eval.benchmarks import BENCHMARKS
+from compgen_jax.types import ConfigError
+from tests.helpers import llm_config
+
+SKILLS = ("arith", "funcs", "strings", "cross")
+
+
+def records(directory, skill, split):
+  return build.read_jsonl(os.path.join(directory, build.split_file(skill, split)))
+
+
+def read_bytes(directory, name):
+  with open(os.path.join(directory, name), "rb") as f:
+    return f.read()
+
+
+def test_every_skill_loads_through_its_benchmark_and_the_runner(tiny_llm_data):
+  cfg, directory = tiny_llm_data
+  llm = llm_config()
+  llm.run = SKILLS
+  for name, paths in build.benchmark_settings(directory).items():
+    llm.benchmarks[name].update(paths)
+  for name in ("funcs", "cross"):
+    llm.benchmarks[name].allow_unisolated = sandbox.isolation_problem() is not None
+  runner.validate(llm)  # the paper preset's code path accepts them
+  for name in SKILLS:
+    problems = BENCHMARKS[name].load(llm.benchmarks[name])
+    assert len(problems) == cfg[name].num_test and len({p.id for p in problems}) == len(problems)
+  for name, paths in build.benchmark_settings(directory, "seen").items():
+    settings = llm.benchmarks[name].copy_and_resolve_references()
+    settings.update(paths)
+    assert len(BENCHMARKS[name].load(settings)) == cfg[name].num_seen
+  arith = BENCHMARKS["arith"].load(llm.benchmarks.arith)
+  first = records(directory, "arith", "train")[0]
+  assert arith[0].prompt.startswith(f"Question: {first['question']}\nAnswer: {first['answer']}")
+  # Training examples are prompted as the benchmarks prompt their test problems.
+  for name in ("arith", "strings", "funcs"):
+    settings = llm.benchmarks[name].copy_and_resolve_references()
+    settings.path = os.path.join(directory, build.split_file(name, "train"))
+    if "num_fewshot" in settings:
+      settings.num_fewshot = 0
+    prompts = [p.prompt for p in BENCHMARKS[name].load(settings)]
+    assert prompts == [context for context, _ in build.examples(directory, name)]
+  funcs = records(directory, "funcs", "test")
+  assert set(funcs[0]) == {"task_id", "prompt", "entry_point", "canonical_solution",
+                           "base_input", "plus_input", "atol", "template"}
+  assert [r["task_id"] for r in funcs] == [f"Funcs/test/{i}" for i in range(len(funcs))]
+  assert len(funcs[0]["base_input"]) == cfg.funcs.num_base
+  assert len(funcs[0]["plus_input"]) == cfg.funcs.num_plus
+
+
+def test_splits_hold_out_templates_and_instances(tiny_llm_data):
+  cfg, directory = tiny_llm_data
+  for skill in ("arith", "funcs", "strings"):
+    train, test, seen = (records(directory, skill, s) for s in ("train", "test", "seen"))
+    assert [len(train), len(test), len(seen)] == [cfg[skill][f"num_{s}"]
+                                                  for s in ("train", "test", "seen")]
+    held_out = set(cfg[skill].test_templates)
+    assert {r["template"] for r in test} <= held_out
+    assert not {r["template"] for r in train + seen} & held_out  # no test template in training
+    key = build.coarse_key(skill)
+    assert not {key(r) for r in train} & {key(r) for r in test + seen}  # nor an instance
+    assert len({key(r) for r in test + seen}) == len(test + seen)
+    assert len({build.SKILLS[skill].key(r) for r in train}) == len(train)
+  cross = records(directory, "cross", "test")
+  assert {r["template"] for r in cross} <= set(config.TEMPLATES["arith"]) - set(
+      cfg.arith.test_templates)  # the stories the math expert trains on, as functions
+  seen = build.benchmark_settings(directory, "seen")
+  assert set(seen) == {"arith", "funcs", "strings"}
+  assert seen["arith"]["path"].endswith("arith_seen.jsonl")
+
+
+def test_build_is_deterministic_resumes_and_seeds_matter(tiny_llm_data, tmp_path, monkeypatch):
+  cfg, directory = tiny_llm_data
+  again = str(tmp_path / "again")
+  build.ensure(cfg, again)  # from nothing, in another directory: the same bytes
+  assert sorted(os.listdir(again)) == sorted(os.listdir(directory))
+  for name in os.listdir(directory):
+    assert read_bytes(directory, name) == read_bytes(again, name), name
+  os.remove(os.path.join(again, "funcs_train.jsonl"))  # as if killed before it was written
+  monkeypatch.setattr(corpora, "python_corpus", lambda **_: pytest.fail("rebuilt a corpus"))
+  build.ensure(cfg, again)  # writes the missing file alone
+  assert read_bytes(again, "funcs_train.jsonl") == read_bytes(directory, "funcs_train.jsonl")
+  other = config.data_config("tiny")
+  with other.unlocked():
+    other.seed = 1
+  assert build.draw(other, "arith", "test", set()) != records(directory, "arith", "test")
+  with pytest.raises(ConfigError, match="different config"):
+    build.ensure(other, again)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("arith.test_templates", ("laps", "nope"), "unknown 'nope'"),
+    ("strings.test_templates", tuple(config.TEMPLATES["strings"]), "none is left"),
+    ("funcs.num_train", 0, "funcs.num_train"),
+    ("arith.max_operand", 5, "arith.max_operand"),
+    ("tokenizer.vocab_size", 100, "tokenizer.vocab_size"),
+])
+def test_bad_config_raises_before_writing(tmp_path, field, value, message):
+  cfg = config.data_config("tiny")
+  section, name = field.split(".")
+  cfg[section][name] = value
+  with pytest.raises(ConfigError, match=message):
+    build.ensure(cfg, str(tmp_path / "data"))
+  assert not os.path.exists(tmp_path / "data")
+
+
+def test_too_many_problems_for_the_templates_is_a_config_error():
+  cfg = config.data_config("tiny")
+  cfg.strings.update(test_templates=("last_letter",), num_test=1000)  # one problem per word
+  with pytest.raises(ConfigError, match="strings.num_test.*found only"):
+    build.draw(cfg, "strings", "test", set())
+
+
+def test_prose_is_the_python_documentation(tiny_llm_data):
+  cfg, directory = tiny_llm_data
+  prose = build.read_jsonl(os.path.join(directory, build.PROSE))
+  assert len(prose) == cfg.corpora.max_prose and prose[0]["source"] == "topic:assert"
+  assert "Assert statements are a convenient way to insert debugging assertions" in (
+      prose[0]["text"])
+  _, modules = corpora.python_corpus(max_functions=1)  # stops after the first file
+  assert modules and all(m["source"].startswith("module:") for m in modules)
+
+
+def test_python_pairs_are_the_stdlib_functions(tiny_llm_data, tmp_path):
+  cfg, directory = tiny_llm_data
+  pairs = build.read_jsonl(os.path.join(directory, build.PYTHON))
+  assert len(pairs) == cfg.corpora.max_functions
+  root = corpora.stdlib_root()
+  for pair in pairs[:20]:
+    with open(os.path.join(root, pair["path"]), encoding="utf-8") as f:
+      source = f.read()
+    assert all(line.strip() in source for line in (pair["prompt"] + pair["body"]).splitlines())
+    assert pair["body"].strip() and f"def {pair['name']}(" in pair["prompt"]
+  # A made-up library: methods and functions with a docstring and a body, in source order;
+  # test folders and unparseable files skipped.
+  (tmp_path / "test").mkdir()
+  (tmp_path / "test" / "t.py").write_text('def skipped():\n  """Doc."""\n  return 1\n')
+  (tmp_path / "bad.py").write_text("def broken(:\n")
+  (tmp_path / "good.py").write_text(
+      '"""A module."""\n\n\nclass C:\n  @staticmethod\n  def m():\n    """Doc m."""\n    return 2'
+      '\n\n\ndef only_doc():\n  """No body."""\n\n\ndef no_doc():\n  return 3\n\n\n'
+      'def f(x):\n  """Doc f."""\n  def inner():\n    """Nested."""\n    return x\n  return x\n')
+  functions, modules = corpora.python_corpus(str(tmp_path))
+  assert [(r["path"], r["name"]) for r in functions] == [("good.py", "m"), ("good.py", "f")]
+  assert functions[0]["prompt"] == '@staticmethod\ndef m():\n  """Doc m."""\n'
+  assert functions[0]["body"] == "  return 2\n"
+  assert modules == [dict(source="module:good.py", text="A module.")]
+
+
+def test_tokenizer_round_trips_every_source_and_has_the_vocabulary(tiny_llm_data):
+  cfg, directory = tiny_llm_data
+  sp = spm.SentencePieceProcessor(model_file=os.path.join(directory, build.TOKENIZER))
+  assert 256 < sp.get_piece_size() <= cfg.tokenizer.vocab_size
+  assert (sp.pad_id(), sp.eos_id(), sp.bos_id(), sp.unk_id()) == (0, 1, 2, 3)
+  tests = [json.dumps(records(directory, s, "test")[0]) for s in SKILLS]
+  for text in ["".join(build.examples(directory, s)[0]) for s in build.SOURCES] + tests:
+    assert sp.decode(sp.encode(text)) == text
