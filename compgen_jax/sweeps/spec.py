@@ -214,9 +214,8 @@ def check_workdir(workdir: str, cfg: ml_collections.ConfigDict, name: str) -> No
     raise ConfigError("workdir", f"sweep program {name!r}: {message}") from None
 
 
-def resolve_base(base) -> tuple[str, str]:
-  """The base spec with its path made absolute (relative paths are from the repository root),
-  and its application (one in SWEEPABLE)."""
+def resolve_base(base) -> str:
+  """The base spec with its path made absolute (relative paths are from the repository root)."""
   if not isinstance(base, str) or not base:
     raise ConfigError("sweep_config.base", f"must be a train config spec such as "
                       f"'configs/hyperteacher.py:quick', got {base!r}")
@@ -227,17 +226,23 @@ def resolve_base(base) -> tuple[str, str]:
                       f"the repository root)")
   resolved = f"{path}{sep}{preset}"
   try:
-    cfg = cli.load_config_file(resolved)
+    cli.load_config_file(resolved)
   except Exception as e:  # noqa: BLE001 - the config file's own error, e.g. an unknown preset
     raise ConfigError("sweep_config.base", f"{base!r}: {type(e).__name__}: {e}") from None
+  return resolved
+
+
+def base_app(base: str) -> str:
+  """The application of a resolved base spec (apps.of_config, as train.py finds it), one in
+  SWEEPABLE; ConfigError otherwise."""
   try:
-    app = apps.of_config(cfg).name
+    app = apps.of_config(cli.load_config_file(base)).name
   except ConfigError as e:
     raise ConfigError("sweep_config.base", f"{base!r}: {_message(e)}") from None
   if app not in SWEEPABLE:
     raise ConfigError("sweep_config.base", f"{base!r} is a {app} config; a sweep runs programs "
                       f"of {', '.join(SWEEPABLE)} configs")
-  return resolved, app
+  return app
 
 
 def load_sweep_config(spec: str) -> dict:
@@ -262,7 +267,8 @@ def load_sweep_config(spec: str) -> dict:
 def load(spec: str, sweep_dir: str) -> Sweep:
   """Expands and validates every program of the sweep config `spec`; writes nothing."""
   raw = load_sweep_config(spec)
-  base, app = resolve_base(raw["base"])
+  base = resolve_base(raw["base"])
+  app = base_app(base)
   sweep_overrides = workdir_lib.flatten(raw.get("overrides") or {})
   sweep_dir = os.path.abspath(sweep_dir)
   programs = []
