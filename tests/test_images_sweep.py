@@ -1,6 +1,7 @@
 """Image widths through the sweep launcher (configs/sweeps/images.py): one experiments/train.py
-program per width (the application read from the base config), validated before any starts, trained, evaluated and probed by the launcher,
-skipped when finished, and reported from the sweep dir by experiments/report.py."""
+program per width (the application read from the base config), validated before any starts,
+trained, evaluated and probed by the launcher, skipped when finished, and reported from the sweep
+dir by experiments/report.py."""
 
 import json
 import os
