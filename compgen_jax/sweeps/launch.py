@@ -48,7 +48,7 @@ def longest_first(programs: list[Program]) -> list[Program]:
   """The programs in decreasing `estimate.work`, ties in config order, so that with several
   running at once the longest do not start last and finish alone on one share of the cores
   (longest processing time first). Config order unless every program trains one family
-  (task and student, estimate.family) with experiments/train.py: across families the work
+  (task and student, estimate.family) of the scaling experiment: across families the work
   proxy does not compare."""
   if (len(programs) < 2 or any(p.app != "scaling" or p.config is None for p in programs)
       or len({estimate.family(p.config) for p in programs}) > 1):
