@@ -74,10 +74,10 @@ reproduce-cpu-%: $(STAMP)
 # --dir=results/cpu/theorem regenerates them alone).
 .PHONY: reproduce-cpu-theorem
 reproduce-cpu-theorem: $(STAMP)
-	$(PY) experiments/theorem.py --config=configs/theorem.py:quick --workdir=$(CPU_RESULTS)/theorem
+	$(PY) experiments/train.py --config=configs/theorem.py:quick --workdir=$(CPU_RESULTS)/theorem
 
-# Image composition at CPU scale (configs/sweeps/images.py:cpu): one experiments/images.py
-# program per width (trains, evaluates and probes its latest checkpoint), two at a time, then
+# Image composition at CPU scale (configs/sweeps/images.py:cpu): one experiments/train.py
+# program per width (then evaluate.py and probe.py on its latest checkpoint), two at a time, then
 # results/cpu/images/report.md from their rows; re-running resumes. Not part of reproduce-cpu
 # (its report has no claims table).
 .PHONY: reproduce-cpu-images

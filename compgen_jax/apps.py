@@ -42,6 +42,9 @@ class App(NamedTuple):
   probe: Callable | None    # (cfg, workdir, step, every) -> rows
   report: Callable          # (dir, out_dir=None) -> path of the report it wrote (workdir.py names)
   resolve: Callable = lambda cfg: cfg  # the tree --print_config shows (defaults filled in)
+  # config fields (dotted; a section covers its fields) an evaluate pass may override with
+  # --config.<field>=value (cli.with_overrides): none of what its checkpoints depend on
+  overridable: tuple[str, ...] = ()
 
 
 def _scaling_run(cfg, workdir) -> str:
@@ -70,10 +73,11 @@ def _llm_run(cfg, workdir) -> str:
   return ""
 
 
-def _letters_evaluate(cfg, workdir, step=None, every=False):
+def _letters_evaluate(cfg, workdir, step=None, every=False) -> str:
   if step is not None or every:
     raise ConfigError("step", "letters evaluates each phase's final models; no --step / --every")
-  return letters_standalone.evaluate(cfg, workdir)
+  results = letters_standalone.evaluate(cfg, workdir)
+  return f"experiments {', '.join(results)}: {workdir}/<experiment>/results.jsonl"
 
 
 def _llm_report(directory: str, out_dir: str | None = None) -> str:
@@ -99,7 +103,7 @@ APPS = {
     "letters": App(
         "letters", frozenset({"experiments", "data", "compose", "finetune"}),
         letters_config.validate, _letters_run, _letters_evaluate, None,
-        letters_report.write_report),
+        letters_report.write_report, overridable=letters_standalone.EVALUATION_FIELDS),
     "theory": App(
         "theory", frozenset({"theorem", "hyperteacher"}), theory_experiment.validate,
         _theory_run, None, None, theory_report.write_report),

@@ -5,9 +5,11 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import sys
 from typing import NamedTuple
 
+import ml_collections
 from absl import app, flags, logging
 from ml_collections import config_flags
 
@@ -15,6 +17,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.types import CheckpointError, ConfigError, DataError, NonFiniteError
 
 USER_ERRORS = (ConfigError, CheckpointError, DataError, NonFiniteError)
+OVERRIDE = re.compile(r"^--?(no)?config\.")  # `--config.a.b=value`, `--noconfig.flag`
 
 
 @contextlib.contextmanager
@@ -52,10 +55,16 @@ def unknown_override(argv: list[str], flag: str = "config") -> str | None:
     cfg = load_config_file(spec)
   except Exception:  # noqa: BLE001 - the config file's own error is reported by absl instead.
     return None
+  return unknown_field(cfg, argv, flag)
+
+
+def unknown_field(cfg, argv: list[str], flag: str = "config") -> str | None:
+  """The message naming the first `--config.a.b=...` of `argv` whose key `cfg` lacks."""
   for arg in argv:
-    if not arg.startswith(f"--{flag}."):
+    match = re.match(rf"^--?(no)?{flag}\.([^=]*)", arg)
+    if match is None:
       continue
-    path = arg[len(flag) + 3:].split("=", 1)[0].split(".")
+    path = match.group(2).split(".")
     node, section = cfg, flag
     for name in path:
       if not hasattr(node, "keys") or name not in node:
@@ -105,6 +114,43 @@ def parse_flags(argv: list[str]):
       message = unknown_override(argv) or e
   print(f"error: {message}", file=sys.stderr)
   sys.exit(2)
+
+
+def with_overrides(saved: ml_collections.ConfigDict, args: list[str], allowed: tuple[str, ...],
+                   what: str, values: dict | None = None) -> ml_collections.ConfigDict:
+  """A workdir's `saved` config (its config.json) with `--config.<field>=value` `args` applied,
+  parsed as ml_collections' config flag parses them, and the dotted `values` set; each may change
+  only the `allowed` fields (what `what`, e.g. "an evaluation", may override: nothing else the
+  workdir's checkpoints depend on). ConfigError naming the argument or field otherwise."""
+  values = {k: v for k, v in (values or {}).items() if v is not None}
+  stray = [a for a in args if not OVERRIDE.match(a)]
+  if stray:
+    raise ConfigError("config", f"unexpected argument {stray[0]!r}; config overrides are "
+                      "--config.<field>=value")
+  if (args or values) and not allowed:
+    given = args[0] if args else f"--{next(iter(values))}"
+    raise ConfigError("config", f"{given}: {what} takes no config overrides (it reads the "
+                      "workdir's config.json as trained)")
+  cfg = ml_collections.ConfigDict(workdir_lib.as_tuples(workdir_lib.config_dict(saved)))
+  argv = ["workdir", *args]
+  flag_values = flags.FlagValues()
+  try:
+    holder = config_flags.DEFINE_config_dict("config", cfg, flag_values=flag_values,
+                                             sys_argv=argv, lock_config=True)
+    flag_values(argv)
+  except flags.Error as e:
+    raise ConfigError("config", " ".join(str(e).split())) from None
+  except (AttributeError, KeyError) as e:
+    raise ConfigError("config", unknown_field(cfg, args) or repr(e)) from None
+  cfg = holder.value
+  for path, value in values.items():
+    *parents, leaf = path.split(".")
+    node = cfg
+    for name in parents:
+      node = node[name]
+    node[leaf] = value
+  workdir_lib.check_unchanged(saved, cfg, allowed, what)
+  return cfg
 
 
 def use_compilation_cache(directory: str | None) -> None:
@@ -205,11 +251,18 @@ def print_configs(resolve=None) -> None:
                      sort_keys=True))
 
 
-def run(main, resolve=None) -> None:
+def run(main, resolve=None, overrides: bool = False) -> None:
   """app.run(main) with parse_flags, and --compilation_cache and --distributed applied first;
   main runs holding the --workdir's lock (a second writer is refused in one line, exit 2).
-  With --print_config the config tree is printed instead (print_configs, through `resolve`)."""
+  With --print_config the config tree is printed instead (print_configs, through `resolve`).
+  `overrides`: the binary has no --config flag but reads `--config.<field>=value` overrides of
+  its workdir's config.json; they reach main in argv[1:] (for with_overrides)."""
   f = common_flags()
+  parser = parse_flags
+  if overrides:
+    def parser(argv):  # absl never sees them: they are fields of a config read later
+      return [*parse_flags([a for a in argv if not OVERRIDE.match(a)]),
+              *(a for a in argv if OVERRIDE.match(a))]
 
   def with_cache(argv):
     if f.print_config.value:
@@ -222,4 +275,4 @@ def run(main, resolve=None) -> None:
     with user_errors(), workdir_lock(f.distributed.value):
       return main(argv)
 
-  app.run(with_cache, flags_parser=parse_flags)
+  app.run(with_cache, flags_parser=parser)

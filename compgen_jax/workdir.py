@@ -52,6 +52,27 @@ def flatten(tree, prefix: str = "") -> dict:
   return out
 
 
+def as_tuples(value):
+  """JSON lists (a config.json's) back to the tuples the config files use."""
+  if isinstance(value, Mapping):
+    return {k: as_tuples(v) for k, v in value.items()}
+  return tuple(as_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def check_unchanged(saved: ml_collections.ConfigDict, cfg: ml_collections.ConfigDict,
+                   allowed: tuple[str, ...], what: str) -> None:
+  """ConfigError naming the first field where `cfg` differs from the `saved` config of a workdir
+  outside `allowed` (dotted names; a section covers its fields): what `what` may not change."""
+  old, new = flatten(config_dict(saved)), flatten(config_dict(cfg))
+  changed = [k for k in sorted(set(old) | set(new)) if old.get(k, "<absent>") != new.get(
+      k, "<absent>") and not any(k == f or k.startswith(f + ".") for f in allowed)]
+  if changed:
+    k = changed[0]
+    raise ConfigError(k, f"is {new.get(k, '<absent>')!r} but the workdir trained with "
+                      f"{old.get(k, '<absent>')!r} (also differs: {changed[1:] or 'nothing'}); "
+                      f"{what} may change only {', '.join(allowed) or 'nothing'}")
+
+
 def config_dict(cfg: ml_collections.ConfigDict) -> dict:
   """The config as plain JSON data (tuples become lists)."""
   return json.loads(cfg.to_json_best_effort(sort_keys=True))

@@ -1,9 +1,11 @@
 """Image composition: a conditional flow-matching model on synthetic compositional scenes, trained
 on some attribute combinations and checked exactly (a detector) on held-out ones.
 
-  python experiments/images.py --config=configs/images.py:tiny --workdir=/tmp/img
-  python experiments/images.py --config=configs/images.py:tiny --workdir=/tmp/img --mode=train
-  python experiments/images.py --config=configs/images.py:paper --workdir=/scratch/img \
+  python experiments/train.py --config=configs/images.py:tiny --workdir=/tmp/img
+  python experiments/evaluate.py --workdir=/tmp/img           # latest checkpoint (--step, --every)
+  python experiments/probe.py --workdir=/tmp/img
+  python experiments/report.py --dir=/tmp/img                 # report.md and figures
+  python experiments/train.py --config=configs/images.py:paper --workdir=/scratch/img \
       --config.model.name=conv
 
 One program: seeds x split.coverage are one vmapped program of one model shape. The widths of
@@ -11,7 +13,7 @@ the experiment are one program each, launched by the sweep binary (configs/sweep
 
   python experiments/sweep.py --config=configs/sweeps/images.py:cpu \
       --sweep_dir=results/cpu/images --parallel=2 --evaluate --probe
-  python experiments/images.py --mode=report --workdir=results/cpu/images
+  python experiments/report.py --dir=results/cpu/images
 
 Presets: paper (GPU: 2 x 2 slots of 6 shapes x 6 colours in 32 x 32 images, coverage on a log
 grid, 5 seeds; the sweep adds MLP widths 512 to 4096), cpu (1 x 2 slots of 4 shapes x 4 colours

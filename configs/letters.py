@@ -1,7 +1,7 @@
 """Letter-substitution logit-composition experiments (paper 2, toy experiment + checks).
 
-  python experiments/compose.py --config=configs/letters.py:quick --workdir=/tmp/letters_quick
-  python experiments/compose.py --config=configs/letters.py:paper --workdir=workdirs/letters \
+  python experiments/train.py --config=configs/letters.py:quick --workdir=/tmp/letters_quick
+  python experiments/train.py --config=configs/letters.py:paper --workdir=workdirs/letters \
       --config.num_seeds=5 --config.experiments="('substitution','baselines')"
 
 Presets: `authors` (the authors' notebook: a GPT-2-like position-aligned transducer over the 27

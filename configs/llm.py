@@ -1,7 +1,7 @@
 """Logit composition of real language models on GSM8K, MATH, HumanEval+ and MBPP+, offline.
 
-  python experiments/llm_compose.py --config=configs/llm.py:cpu --workdir=/tmp/llm_cpu
-  python experiments/llm_compose.py --config=configs/llm.py:paper --workdir=/scratch/llm \
+  python experiments/train.py --config=configs/llm.py:cpu --workdir=/tmp/llm_cpu
+  python experiments/train.py --config=configs/llm.py:paper --workdir=/scratch/llm \
       --config.models.base=/ckpt/gemma-2-2b --config.models.math=/ckpt/gemma-2-2b_math \
       --config.models.coding=/ckpt/gemma-2-2b_coding \
       --config.benchmarks.gsm8k.path=/data/gsm8k/test.jsonl \

@@ -1,8 +1,8 @@
 """Theorem 3.1 made concrete: the explicit ReLU network for the hyperteacher, measured.
 
-  python experiments/theorem.py --config=configs/theorem.py:quick --workdir=/tmp/theorem_quick
-  python experiments/theorem.py --config=configs/theorem.py:paper --workdir=/tmp/theorem_paper
-  python experiments/theorem.py --config=configs/theorem.py:quick --workdir=/tmp/th \
+  python experiments/train.py --config=configs/theorem.py:quick --workdir=/tmp/theorem_quick
+  python experiments/train.py --config=configs/theorem.py:paper --workdir=/tmp/theorem_paper
+  python experiments/train.py --config=configs/theorem.py:quick --workdir=/tmp/th \
       --config.theorem.resolutions="(8,16,32)" --config.theorem.sgd=False
 
 Presets: paper (large N and M ranges, GPU-sized), quick (2 CPU cores, a few minutes including the

@@ -5,9 +5,14 @@ names (apps.py); the scaling experiment's evaluators write rows to <workdir>/eva
   python experiments/evaluate.py --workdir=/tmp/ht_quick            # latest checkpoint
   python experiments/evaluate.py --workdir=/tmp/ht_quick --every    # every checkpoint (+ curve)
   python experiments/evaluate.py --workdir=/tmp/ht_quick --step=2000 --evaluators=id,ood
-  python experiments/evaluate.py --workdir=/tmp/images_tiny         # an image program
+  python experiments/evaluate.py --workdir=/tmp/images_tiny --every  # an image program
+  python experiments/evaluate.py --workdir=/tmp/letters_tiny --experiments=baselines \
+      --config.compose.ta_lambdas="(0.25,0.5)"      # letters: rerun experiments over its models
 
-Training artifacts are never modified. Exit status 2 with a message on a bad workdir or checkpoint.
+`--config.<field>=value` overrides the workdir's config.json where the application allows an
+evaluation to (apps.App.overridable: letters' evaluation settings; cli.with_overrides); one that
+would change what the checkpoints depend on is refused naming the field. Training artifacts are
+never modified. Exit status 2 with a message on a bad workdir, checkpoint or override.
 """
 
 import os
@@ -27,14 +32,18 @@ _EVERY = flags.DEFINE_bool("every", False, "Evaluate every saved checkpoint.")
 _EVALUATORS = flags.DEFINE_list("evaluators", [], "Evaluator names (default: all that apply "
                                 "to the task family), with their settings from the workdir's "
                                 "config evals section, else the defaults.")
+_EXPERIMENTS = flags.DEFINE_list("experiments", None, "letters: the experiments to run over the "
+                                 "trained models (default: the config's experiments).")
 cli.mark_required(["workdir"])
 _SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 
 
 def main(argv):
-  del argv
   cli.quiet_logging()
-  app, cfg = apps.of_workdir(_WORKDIR.value)
+  app, saved = apps.of_workdir(_WORKDIR.value)
+  experiments = _EXPERIMENTS.value and tuple(_EXPERIMENTS.value)
+  cfg = cli.with_overrides(saved, argv[1:], app.overridable, f"a {app.name} evaluation",
+                           {"experiments": experiments})
   if app.name != "scaling":
     if _EVALUATORS.value:
       raise ConfigError("evaluators", f"a {app.name} workdir has no evaluator registry")
@@ -54,4 +63,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  cli.run(main)
+  cli.run(main, overrides=True)

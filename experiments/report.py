@@ -3,6 +3,7 @@ or decodability vs OOD R^2 across workdirs.
 
   python experiments/report.py --dir=results/cpu/theorem                   # DIR/report.md
   python experiments/report.py --dir=results/cpu/letters
+  python experiments/report.py --dir=results/cpu/images                    # an images sweep
   python experiments/report.py --sweep_dir=results/cpu/data_scaling        # DIR/REPORT.md
   python experiments/report.py --sweep_dir=/x/model_size --out=/tmp/report
   python experiments/report.py --workdirs=/tmp/a,/tmp/b --out=/tmp/report
@@ -12,10 +13,10 @@ or decodability vs OOD R^2 across workdirs.
 or a folder of one application's runs (letters: DIR/runs/<name>/), and writes that application's
 report into --out (default DIR). --sweep_dir reads DIR/index.json (written by experiments/sweep.py),
 picks the sections from the sweep config's name (configs/sweeps/<experiment>.py) and writes
-REPORT.md and its PNGs into --out (default DIR); a sweep of another binary
-(configs/sweeps/images.py) gets that binary's report (report.md). --workdirs reads config.json,
-metrics.jsonl, eval.jsonl and probes.jsonl and writes decodability.jsonl and the scatter PNG into
---out.
+REPORT.md and its PNGs into --out (default DIR); a sweep of another application's programs
+(configs/sweeps/images.py: its index names the app) gets that application's report (report.md).
+--workdirs reads config.json, metrics.jsonl, eval.jsonl and probes.jsonl and writes
+decodability.jsonl and the scatter PNG into --out.
 """
 
 import glob
@@ -26,7 +27,6 @@ from absl import flags
 from compgen_jax import apps, cli
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import correlation
-from compgen_jax.sweeps import spec
 from compgen_jax.types import ConfigError
 
 _DIR = flags.DEFINE_string("dir", None, "A sweep dir, a workdir or a folder of runs: write its "
@@ -54,11 +54,11 @@ def main(argv):
     return
   sweep_dir = _SWEEP_DIR.value or _DIR.value
   if sweep_dir is not None:
-    binary = workdir_lib.read_index(sweep_dir).get("binary", "train")
-    if binary not in spec.BINARIES:
-      raise ConfigError("sweep_dir", f"{sweep_dir!r}: its index names the binary "
-                        f"{binary!r}; known: {', '.join(spec.BINARIES)}")
-    print(spec.BINARIES[binary].report(sweep_dir, _OUT.value))
+    app = workdir_lib.read_index(sweep_dir).get("app", "scaling")
+    if app not in apps.APPS:
+      raise ConfigError("sweep_dir", f"{sweep_dir!r}: its index names the application {app!r}; "
+                        f"known: {', '.join(apps.APPS)}")
+    print(apps.APPS[app].report(sweep_dir, _OUT.value))
     return
   if _OUT.value is None:
     raise ConfigError("out", "--workdirs needs --out")

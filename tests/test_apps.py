@@ -4,6 +4,7 @@ binary regenerates a committed report from its directory alone."""
 
 import glob
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,8 @@ import sys
 import ml_collections
 import pytest
 
-from compgen_jax import apps
+from compgen_jax import apps, cli
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO, load_config
 
@@ -70,3 +72,31 @@ def test_importing_the_libraries_registers_no_flag():
                        timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]
   assert out.stdout.strip() == "[]"
+
+
+def test_workdir_config_overrides_parse_as_the_config_flag_and_change_only_what_is_allowed():
+  # config.json reads back with lists; an override of a tuple field parses as train.py's would
+  saved = ml_collections.ConfigDict(json.loads(json.dumps(
+      workdir_lib.config_dict(load_config("letters", "tiny")))))
+  allowed = apps.APPS["letters"].overridable
+  cfg = cli.with_overrides(saved, ["--config.compose.ta_lambdas=(0.25,0.5)",
+                                   "--config.train.progress"], allowed, "an evaluation",
+                           {"experiments": ("baselines",)})
+  old, new = (workdir_lib.flatten(workdir_lib.config_dict(c)) for c in (saved, cfg))
+  assert {k for k in new if new[k] != old[k]} == {"compose.ta_lambdas", "train.progress",
+                                                  "experiments"}
+  assert cfg.compose.ta_lambdas == (0.25, 0.5) and cfg.train.progress is True
+  for args, words in [(["--config.model.width=32"], "config field 'model.width'"),
+                      (["--config.model.nope=1"], "unknown field 'nope' in config.model"),
+                      (["--config.data.test_size=x"], "test_size")]:
+    with pytest.raises(ConfigError, match=words):
+      cli.with_overrides(saved, args, allowed, "an evaluation")
+  with pytest.raises(ConfigError, match="a scaling evaluation takes no config overrides"):
+    cli.with_overrides(saved, ["--config.compose.ta_lambdas=(1.0,)"], (), "a scaling evaluation")
+
+
+def test_every_overridable_field_is_a_field_of_its_applications_configs():
+  for name, app in EXPECTED.items():
+    fields = workdir_lib.flatten(load_config(name, _presets(name)[-1]))
+    for field in apps.APPS[app].overridable:
+      assert any(k == field or k.startswith(field + ".") for k in fields), (app, field)

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from compgen_jax import apps
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import claims, sweep_report
 from compgen_jax.images import report as images_report
@@ -20,8 +21,8 @@ from tests import helpers
 from tests.helpers import REPO
 
 RESULTS = os.path.join(REPO, "results", "cpu")
-COMPARED = {"train": (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE),
-            "images": (images_report.REPORT_FILE,)}  # per binary (spec.BINARIES)
+COMPARED = {"scaling": (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE),
+            "images": (images_report.REPORT_FILE,)}  # per application (spec.SWEEPABLE)
 
 
 def has_rows(sweep_dir: str) -> bool:
@@ -48,10 +49,10 @@ def regenerate_and_compare(sweep_dir: str, out_dir: str) -> None:
   """Writes the sweep's report into out_dir and asserts REPORT.md and claims.json equal the
   sweep dir's byte for byte (a diff in the message otherwise); the sweep dir is not touched."""
   before = _snapshot(sweep_dir)
-  binary = workdir_lib.read_index(sweep_dir).get("binary", "train")
-  spec.BINARIES[binary].report(sweep_dir, out_dir)
+  app = workdir_lib.read_index(sweep_dir).get("app", "scaling")
+  apps.APPS[app].report(sweep_dir, out_dir)
   assert _snapshot(sweep_dir) == before, "regenerating wrote into the sweep dir"
-  for name in COMPARED[binary]:
+  for name in COMPARED[app]:
     committed, fresh = os.path.join(sweep_dir, name), os.path.join(out_dir, name)
     assert os.path.exists(committed), f"{committed} is not committed; regenerate it"
     with open(committed) as a, open(fresh) as b:
@@ -75,7 +76,7 @@ def test_committed_report_regenerates(experiment, tmp_path):
 def test_regeneration_mechanics_on_the_tiny_sweep(tiny_sweep, tmp_path):
   # The tiny sweep as it would be committed: its report written in place, small files only.
   committed = helpers.committed_copy(tiny_sweep, str(tmp_path / "results" / "data_scaling"))
-  spec.BINARIES["train"].report(committed)
+  apps.APPS["scaling"].report(committed)
   assert claims.read_claims(os.path.join(committed, sweep_report.CLAIMS_FILE))  # the format
   assert committed_sweeps(str(tmp_path / "results")) == ["data_scaling"]
   regenerate_and_compare(committed, str(tmp_path / "out"))
@@ -105,7 +106,7 @@ def test_a_moved_sweep_dir_gives_the_same_report(tiny_sweep, tmp_path):
   index = workdir_lib.read_index(tiny_sweep)
   assert {e["workdir"] for e in index["programs"]} == {p.name for p in spec.load(
       f"{REPO}/configs/sweeps/data_scaling.py:tiny", tiny_sweep).programs}  # relative
-  original = _read(spec.BINARIES["train"].report(tiny_sweep, str(tmp_path / "original")))
+  original = _read(apps.APPS["scaling"].report(tiny_sweep, str(tmp_path / "original")))
   moved = helpers.committed_copy(tiny_sweep, str(tmp_path / "elsewhere" / "data_scaling"))
   assert not os.path.exists(os.path.join(moved, index["programs"][0]["workdir"], "checkpoints"))
   done = subprocess.run([sys.executable, os.path.join(REPO, "experiments", "report.py"),

@@ -81,16 +81,20 @@ def test_correlation_statistics_against_direct_formulas():
   assert analysis.spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1.0)
 
 
-def _binary(*args):
-  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "images.py"), *args],
+def _binary(name, *args):
+  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", name), *args],
                         capture_output=True, text=True, cwd=REPO, timeout=600)
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
+  # the uniform binaries in turn: train, evaluate and probe the latest checkpoint, report
   wd = str(tmp_path_factory.mktemp("images") / "tiny")
-  out = _binary("--config=configs/images.py:tiny", f"--workdir={wd}")
-  assert out.returncode == 0, out.stderr[-3000:]
+  for name, *args in (("train.py", "--config=configs/images.py:tiny"), ("evaluate.py",),
+                      ("probe.py",), ("report.py",)):
+    flag = "--dir" if name == "report.py" else "--workdir"
+    out = _binary(name, *args, f"{flag}={wd}")
+    assert out.returncode == 0, (name, out.stderr[-3000:])
   return wd
 
 
@@ -143,7 +147,7 @@ def test_every_checkpoint_pass_writes_each_step_once(workdir, tmp_path):
 ])
 def test_bad_config_exits_2_with_one_line(tmp_path, override, field):
   wd = tmp_path / "bad"
-  out = _binary("--config=configs/images.py:tiny", f"--workdir={wd}", override)
+  out = _binary("train.py", "--config=configs/images.py:tiny", f"--workdir={wd}", override)
   assert out.returncode == 2
   assert out.stderr.strip().count("\n") == 0 and field in out.stderr, out.stderr
   assert not wd.exists()

@@ -22,8 +22,8 @@ def _train(workdir: str, devices: int = 1, **popen) -> subprocess.Popen:
   flags = (os.environ.get("XLA_FLAGS", "")
            + f" --xla_force_host_platform_device_count={devices}").strip()
   return subprocess.Popen(
-      [sys.executable, os.path.join(REPO, "experiments", "images.py"),
-       "--config=configs/images.py:tiny", f"--workdir={workdir}", "--mode=train", *OVERRIDES],
+      [sys.executable, os.path.join(REPO, "experiments", "train.py"),
+       "--config=configs/images.py:tiny", f"--workdir={workdir}", *OVERRIDES],
       cwd=REPO, env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags), **popen)
 
 

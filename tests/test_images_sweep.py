@@ -1,6 +1,7 @@
-"""Image widths through the sweep launcher (configs/sweeps/images.py): one experiments/images.py
-program per width, validated before any starts, trained, evaluated and probed by the launcher,
-skipped when finished, and reported from the sweep dir by experiments/report.py."""
+"""Image widths through the sweep launcher (configs/sweeps/images.py): one experiments/train.py
+program per width (the application read from the base config), validated before any starts,
+trained, evaluated and probed by the launcher, skipped when finished, and reported from the sweep
+dir by experiments/report.py."""
 
 import json
 import os
@@ -24,7 +25,6 @@ import ml_collections
 def get_config(preset):
   cfg = ml_collections.ConfigDict()
   cfg.name = "images"
-  cfg.binary = "images"
   cfg.base = "configs/images.py:tiny"
   cfg.overrides = {"num_seeds": 1, "split": {"coverage": (0.5,)},
                    "train": {"num_steps": 50, "checkpoint_every": 50}}
@@ -49,7 +49,7 @@ def done(sweep_file, tmp_path_factory):
 
 def test_each_width_is_a_program_trained_evaluated_and_probed(done):
   index = workdir_lib.read_index(done)
-  assert index["binary"] == "images"
+  assert index["app"] == "images"
   entries = {e["name"]: e for e in index["programs"]}
   assert set(entries) == {"width-16", "width-32"}
   for name, width in (("width-16", 16), ("width-32", 32)):
@@ -62,8 +62,10 @@ def test_each_width_is_a_program_trained_evaluated_and_probed(done):
       assert [(r["step"], r["run"]) for r in rows] == [(50, 0)], rows_file
     with open(os.path.join(done, spec.LOG_DIR, f"{name}.log")) as f:
       stages = [line.split(": ", 1)[1].strip() for line in f if line.startswith("### ")]
-    assert [s.rsplit(" ", 1)[-1] for s in stages] == ["--mode=train", "--mode=probe",
-                                                       "--mode=evaluate"], stages
+    # train.py trains, then probe.py / evaluate.py read the workdir's config.json
+    assert [s.split(" ")[1] for s in stages] == ["experiments/train.py", "experiments/probe.py",
+                                                 "experiments/evaluate.py"], stages
+    assert all(s.endswith(f"--workdir={workdir}") for s in stages[1:]), stages
 
 
 def test_a_rerun_skips_finished_programs_and_the_report_reads_them(done, sweep_file, tmp_path):
@@ -86,5 +88,5 @@ def test_a_bad_width_is_refused_before_anything_is_written(sweep_file, tmp_path)
   assert result.returncode == 2, result.stdout + result.stderr
   assert "width-0" in result.stderr and "model.width" in result.stderr, result.stderr
   assert not sweep_dir.exists()
-  with pytest.raises(ConfigError, match="--estimate times experiments/train.py"):
+  with pytest.raises(ConfigError, match="--estimate times the scaling experiment's programs"):
     estimate.program_configs(f"{sweep_file}:ok", str(tmp_path / "estimate"))

@@ -22,7 +22,7 @@ LAYERS = (
     ("llm_data",),  # the LLM study's corpora, skills and tokenizer, for training and llm_eval
     ("theory", "letters", "llm_eval", "images"),  # applications
     ("apps",),  # one record per application: what the binaries and the sweep launcher read
-    ("sweeps",),  # launches programs of the applications' binaries (spec.BINARIES)
+    ("sweeps",),  # launches train.py / evaluate.py / probe.py programs (spec.SWEEPABLE)
 )
 APPLICATIONS = set(LAYERS[-3])
 # A read-only leaf: tables, plots and reports from workdir files, never a model or a run.

@@ -74,9 +74,9 @@ def test_presets_registry_and_config_agree():
     load_config("letters", "huge")
 
 
-def _compose_binary(tmp_path, *overrides):
+def _train_binary(tmp_path, *overrides):
   return subprocess.run(
-      [sys.executable, os.path.join(REPO, "experiments", "compose.py"),
+      [sys.executable, os.path.join(REPO, "experiments", "train.py"),
        "--config=" + os.path.join(REPO, "configs", "letters.py") + ":tiny",
        *overrides, f"--workdir={tmp_path}"],
       capture_output=True, text=True, cwd=REPO, timeout=120)
@@ -87,7 +87,7 @@ def _compose_binary(tmp_path, *overrides):
     ("--config.train.steps=100", ("unknown field 'steps'", "num_steps")),
 ])
 def test_binary_refuses_bad_and_unknown_fields_in_one_line(tmp_path, override, words):
-  proc = _compose_binary(tmp_path, override)
+  proc = _train_binary(tmp_path, override)
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
   assert all(w in proc.stderr for w in words), proc.stderr
@@ -224,7 +224,7 @@ def test_the_step_spec_and_sampling_fields_reach_letter_decoding():
 
 
 def test_a_workdir_saved_before_the_step_spec_reads_with_its_defaults(tmp_path):
-  """--evaluate_only over a run saved before compose.operator/mask/gate/eos/top_k/top_p/min_p
+  """evaluate.py over a run saved before compose.operator/mask/gate/eos/top_k/top_p/min_p
   existed: the fields come back with the defaults it decoded with, and validate."""
   saved = workdir.config_dict(_cfg())
   added = {**spec.spec_fields(), **spec.truncation_fields()}

@@ -1,6 +1,6 @@
-"""compose.py --evaluate_only over a trained tiny letters workdir: the same result rows bit for bit,
-no training artifact touched, and everything it cannot do without training refused in one line
-(exit 2) with nothing written."""
+"""experiments/evaluate.py over a trained tiny letters workdir: the same result rows bit for bit,
+no training artifact touched, evaluation overrides applied, and everything it cannot do without
+training refused in one line (exit 2) with nothing written."""
 
 import hashlib
 import os
@@ -12,6 +12,7 @@ import jax
 import pytest
 
 from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import registry, runner, standalone
 from compgen_jax.types import ConfigError, NonFiniteError
 from tests.helpers import REPO, load_config
@@ -35,30 +36,43 @@ def _digests(path: str) -> dict:
   return out
 
 
-def _compose(*args: str) -> subprocess.CompletedProcess:
+def _evaluate(*args: str) -> subprocess.CompletedProcess:
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO}
-  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "compose.py"), *args],
+  return subprocess.run([sys.executable, os.path.join(REPO, "experiments", "evaluate.py"), *args],
                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
 
 
 def test_binary_reproduces_the_results_and_touches_nothing_else(workdir):
   before = _digests(workdir)
-  done = _compose(f"--workdir={workdir}", "--evaluate_only")
+  done = _evaluate(f"--workdir={workdir}")
   assert done.returncode == 0, done.stderr[-2000:]
   assert "restored trained models" in done.stdout and "training" not in done.stdout
   # same rows bit for bit (the file's bytes), no new checkpoint step, no new metrics rows
   assert _digests(workdir) == before
 
 
+def test_an_evaluation_override_changes_only_the_experiments_results(workdir, tmp_path):
+  path = str(shutil.copytree(workdir, tmp_path / "wd"))
+  before = _digests(path)
+  done = _evaluate(f"--workdir={path}", "--experiments=substitution",
+                   "--config.compose.lambdas=(0.5,0.5)")
+  assert done.returncode == 0, done.stderr[-2000:]
+  after = _digests(path)
+  assert {k for k in after if after[k] != before.get(k)} == {"substitution/results.jsonl",
+                                                             "substitution/plot.png"}
+  assert after[workdir_lib.CONFIG_FILE] == before[workdir_lib.CONFIG_FILE]  # as trained
+
+
 @pytest.mark.parametrize("args,words", [
     (("--experiments=substitution,baselines",), ("'baselines' needs A>B+C>D", "new --workdir")),
-    # a full --config is compared with the saved one: its experiments may differ, its model not
-    (("--config=configs/letters.py:tiny", "--config.num_seeds=1", "--config.model.width=32"),
+    # overrides of the saved config: its experiments may differ, its model not
+    (("--config.experiments=('substitution',)", "--config.model.width=32"),
      ("config field 'model.width'", "32")),
+    (("--config.model.nope=1",), ("unknown field 'nope' in config.model", "width")),
 ])
 def test_what_needs_training_is_refused_in_one_line(workdir, args, words):
   before = _digests(workdir)
-  done = _compose(f"--workdir={workdir}", "--evaluate_only", *args)
+  done = _evaluate(f"--workdir={workdir}", *args)
   assert done.returncode == 2, done.stderr[-2000:]
   assert len(done.stderr.strip().splitlines()) == 1, done.stderr
   assert all(w in done.stderr for w in words), done.stderr
@@ -76,7 +90,7 @@ def test_an_unusable_workdir_is_refused_in_one_line(workdir, tmp_path, damage, w
     shutil.copytree(workdir, path)
     shutil.rmtree(os.path.join(path, "scratch", "checkpoints"))
   before = _digests(path) if os.path.exists(path) else None
-  done = _compose(f"--workdir={path}", "--evaluate_only", "--config.compose.kl_threshold=0.2")
+  done = _evaluate(f"--workdir={path}", "--config.compose.kl_threshold=0.2")
   assert done.returncode == 2, done.stderr[-2000:]
   assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, done.stderr
   assert (_digests(path) if os.path.exists(path) else None) == before
@@ -107,17 +121,18 @@ def test_a_failing_pass_keeps_the_earlier_results(workdir, tmp_path, monkeypatch
   assert len(metric_writer.read_rows(results)) == len(rows)
 
 
-def test_which_overrides_and_models_an_evaluate_only_pass_accepts():
+def test_which_overrides_and_models_an_evaluation_pass_accepts():
   saved = load_config("letters", "tiny", experiments=("k_experts",))
   ok = load_config("letters", "tiny", experiments=("k_experts", "substitution"), **{
       "compose.k_max": 2, "compose.kl_threshold": 0.3, "data.length_max": 6,
       "train.progress": True})
-  standalone.check_overrides(saved, ok)
+  workdir_lib.check_unchanged(saved, ok, standalone.EVALUATION_FIELDS, "an evaluation")
   standalone.check_trained(saved, ok, "W")
   for field, value in [("optim.learning_rate", 0.1), ("data.train_len", 5), ("seed", 1),
                        ("finetune.train.num_steps", 25), ("init", "independent")]:
     with pytest.raises(ConfigError) as e:
-      standalone.check_overrides(saved, load_config("letters", "tiny", **{field: value}))
+      workdir_lib.check_unchanged(saved, load_config("letters", "tiny", **{field: value}),
+                                  standalone.EVALUATION_FIELDS, "an evaluation")
     assert e.value.field == field
   fewer = load_config("letters", "tiny", experiments=("k_experts",), **{"compose.k_max": 2})
   with pytest.raises(ConfigError, match="'k_experts' needs E>F") as e:

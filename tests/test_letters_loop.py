@@ -19,11 +19,11 @@ OVERRIDES = ["--config.experiments=('substitution',)", "--config.train.num_steps
              "--config.train.chunk_size=50"]
 
 
-def _compose(workdir: str, devices: int = 1) -> subprocess.Popen:
+def _train(workdir: str, devices: int = 1) -> subprocess.Popen:
   flags = (os.environ.get("XLA_FLAGS", "")
            + f" --xla_force_host_platform_device_count={devices}").strip()
   return subprocess.Popen(
-      [sys.executable, os.path.join(REPO, "experiments", "compose.py"),
+      [sys.executable, os.path.join(REPO, "experiments", "train.py"),
        "--config=configs/letters.py:tiny", f"--workdir={workdir}", *OVERRIDES], cwd=REPO,
       env=dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags, PYTHONPATH=REPO),
       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -37,11 +37,11 @@ def _rows(workdir: str, name: str = "") -> list[dict]:
 
 def test_sigkilled_letter_run_resumes_to_the_uninterrupted_rows(tmp_path):
   clean, killed = str(tmp_path / "clean"), str(tmp_path / "killed")
-  reference = _compose(clean)
-  proc = _compose(killed)
+  reference = _train(clean)
+  proc = _train(killed)
   kill_at_first_checkpoint(
       proc, os.path.join(killed, training.SCRATCH, workdir_lib.CHECKPOINT_DIR), 200)
-  finish(_compose(killed))
+  finish(_train(killed))
   finish(reference)
   assert _rows(killed) == _rows(clean)
   assert [r["step"] for r in _rows(clean)][::6] == list(range(50, 201, 50))  # 6 runs a chunk
@@ -51,8 +51,8 @@ def test_sigkilled_letter_run_resumes_to_the_uninterrupted_rows(tmp_path):
 
 def test_letter_runs_on_four_devices_write_the_rows_of_one(tmp_path):
   one, four = str(tmp_path / "one"), str(tmp_path / "four")
-  finish(_compose(one))
-  finish(_compose(four, devices=4))
+  finish(_train(one))
+  finish(_train(four, devices=4))
   ref, rows = _rows(one), _rows(four)
   assert {(r["task"], r["seed"]) for r in ref} == {
       (t, s) for t in ("identity", "A>B", "C>D") for s in (0, 1)}  # no padding runs' rows

@@ -113,7 +113,7 @@ def test_missing_checkpoint_is_refused_before_loading(tmp_path):
 
 
 def _binary(*args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "llm_compose.py"),
+  return subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "train.py"),
                          *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 

@@ -51,14 +51,23 @@ def test_a_config_file_that_does_not_exist(tmp_path):
   assert not os.listdir(tmp_path)
 
 
-@pytest.mark.parametrize("binary,config", [
-    ("train.py", "configs/hyperteacher.py"), ("images.py", "configs/images.py"),
-    ("compose.py", "configs/letters.py"), ("theorem.py", "configs/theorem.py"),
-    ("llm_compose.py", "configs/llm.py")])
-def test_an_unknown_preset(binary, config, tmp_path):
-  _one_line(_binary(binary, f"--config={config}:bogus", f"--workdir={tmp_path / 'w'}"),
+@pytest.mark.parametrize("config", [
+    "configs/hyperteacher.py", "configs/images.py", "configs/letters.py", "configs/theorem.py",
+    "configs/llm.py"])
+def test_an_unknown_preset(config, tmp_path):
+  _one_line(_binary("train.py", f"--config={config}:bogus", f"--workdir={tmp_path / 'w'}"),
             f"--config={config}:bogus", "bogus")
   assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("args,words", [
+    (("--config.seed=1",), ("--config.seed=1", "a scaling evaluation takes no config overrides")),
+    (("--experiments=baselines",), ("--experiments", "takes no config overrides")),
+    (("stray",), ("unexpected argument 'stray'",))])
+def test_an_override_of_a_workdir_that_allows_none(trained, args, words):
+  before = sorted(os.listdir(trained))
+  _one_line(_binary("evaluate.py", f"--workdir={trained}", *args), *words)
+  assert sorted(os.listdir(trained)) == before
 
 
 def test_a_garbage_line_inside_metrics_jsonl(trained, tmp_path):
@@ -96,7 +105,7 @@ def test_a_truncated_file_is_named_before_orbax_reads_it(trained, tmp_path):
 
 
 def test_letters_width_zero_names_model_width(tmp_path):
-  stderr = _one_line(_binary("compose.py", "--config=configs/letters.py:tiny",
+  stderr = _one_line(_binary("train.py", "--config=configs/letters.py:tiny",
                              "--config.model.width=0", f"--workdir={tmp_path / 'w'}"),
                      "model.width")
   assert "num_heads" not in stderr

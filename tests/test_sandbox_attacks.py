@@ -217,9 +217,9 @@ def test_refuses_to_run_unisolated_unless_told(bench, monkeypatch):
 
 
 def test_binary_refuses_without_isolation_in_one_line(tmp_path):
-  # No `unshare` on PATH: the llm binary stops at validation, before any model is read.
+  # No `unshare` on PATH: train.py stops at the llm validation, before any model is read.
   proc = subprocess.run(
-      [sys.executable, os.path.join(REPO, "experiments", "llm_compose.py"),
+      [sys.executable, os.path.join(REPO, "experiments", "train.py"),
        "--config=configs/llm.py:tiny", f"--workdir={tmp_path / 'w'}"],
       capture_output=True, text=True, cwd=REPO, timeout=300,
       env=dict(os.environ, PATH=str(tmp_path)))

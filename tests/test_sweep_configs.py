@@ -36,7 +36,7 @@ def test_every_preset_expands_and_validates(experiment, tmp_path):
   assert sizes["tiny"] <= sizes["cpu"] <= sizes["paper"], sizes
   assert not os.path.exists(tmp_path / "s")  # validation writes nothing
   assert set(PAPER_EXPERIMENTS) <= set(SWEEPS)
-  if sweep.binary == "train":  # its report's sections; other binaries write their own report
+  if sweep.app == "scaling":  # its report's sections; other applications write their own
     assert experiment in sweep_report.EXPERIMENTS
 
 
@@ -50,7 +50,7 @@ def test_every_run_of_the_small_presets_can_be_split(preset, tmp_path):
   # train.py builds it before compiling (the paper presets were checked the same way once).
   for experiment in SWEEPS:
     sweep = spec.load(f"{REPO}/configs/sweeps/{experiment}.py:{preset}", str(tmp_path))
-    if sweep.binary != "train":  # spec.load built its splits (the binary's own validation)
+    if sweep.app != "scaling":  # spec.load built its splits (the application's validation)
       continue
     base = spec.resolve_base(sweep.base)
     for program in sweep.programs:

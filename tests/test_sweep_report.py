@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from compgen_jax import metric_writer
+from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, sweep_report
 from compgen_jax.sweeps import index as index_lib
@@ -199,7 +199,7 @@ def test_tiny_sweep_end_to_end(tiny_sweep, tmp_path):
   sweep_dir = tiny_sweep  # launch.run_sweep(spec_path, ..., probe=True), in conftest
   spec_path = f"{REPO}/configs/sweeps/data_scaling.py:tiny"
   out = str(tmp_path / "report")
-  path = spec.BINARIES["train"].report(sweep_dir, out)  # as experiments/report.py writes it
+  path = apps.APPS["scaling"].report(sweep_dir, out)  # as experiments/report.py writes it
   assert path == os.path.join(out, "REPORT.md")
   for figure in ("data_scaling_ood_r2.png", "decodability_ood_r2.png"):
     assert os.path.getsize(os.path.join(out, figure)) > 0

@@ -1,4 +1,5 @@
-"""Smoke test of experiments/theorem.py: the tiny preset end to end in a temp dir."""
+"""Smoke test of experiments/train.py on configs/theorem.py: the tiny preset end to end in a temp
+dir."""
 
 import os
 import subprocess
@@ -13,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _run(workdir, *flags):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   return subprocess.run(
-      [sys.executable, os.path.join(ROOT, "experiments", "theorem.py"),
+      [sys.executable, os.path.join(ROOT, "experiments", "train.py"),
        "--config=" + os.path.join(ROOT, "configs", "theorem.py") + ":tiny",
        f"--workdir={workdir}", *flags], capture_output=True, text=True, env=env, cwd=ROOT,
       timeout=600)

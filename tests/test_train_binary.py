@@ -110,7 +110,7 @@ def test_print_config_prints_the_resolved_tree_and_writes_nothing(tmp_path):
 def test_print_config_needs_no_workdir():
   # --print_config writes nothing, so only the config is required; a run still needs --workdir
   shown = subprocess.run(
-      [sys.executable, os.path.join(REPO, "experiments", "llm_compose.py"),
+      [sys.executable, os.path.join(REPO, "experiments", "train.py"),
        "--config=configs/llm.py:tiny", "--print_config"], capture_output=True, text=True,
       cwd=REPO, timeout=300)
   assert shown.returncode == 0, shown.stderr[-2000:]

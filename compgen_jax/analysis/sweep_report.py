@@ -107,9 +107,9 @@ def read_sweep(sweep_dir: str) -> tuple[dict, list[dict]]:
   if not index:
     raise ConfigError("sweep_dir", f"{sweep_dir!r} has no {workdir_lib.INDEX_FILE}: not a sweep "
                       f"dir (experiments/sweep.py writes it)")
-  if index.get("binary", "train") != "train":
-    raise ConfigError("sweep_dir", f"{sweep_dir!r} is a sweep of {index['binary']} programs, "
-                      "not of experiments/train.py (experiments/report.py writes its report)")
+  if index.get("app", "scaling") != "scaling":
+    raise ConfigError("sweep_dir", f"{sweep_dir!r} is a sweep of {index['app']} programs, not "
+                      "of the scaling experiment (experiments/report.py --dir writes its report)")
   rows = []
   for entry in filter(trained, index["programs"]):
     workdir = workdir_lib.located(sweep_dir, index, entry["workdir"])

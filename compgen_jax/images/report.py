@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 from compgen_jax import files  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
-from compgen_jax.analysis import report as table_lib  # noqa: E402
 from compgen_jax.images import analysis  # noqa: E402
+from compgen_jax.types import ConfigError  # noqa: E402
 
 REPORT_FILE = workdir_lib.REPORT_FILE
 SUCCESS_PNG = "success_vs_coverage.png"
@@ -94,7 +94,8 @@ def write(workdir: str, out_dir: str | None = None) -> str:
   os.makedirs(out_dir, exist_ok=True)
   rows = analysis.collect(workdir)
   if not rows:
-    raise FileNotFoundError(f"no evaluated programs (eval.jsonl) under {workdir!r}")
+    raise ConfigError("dir", f"no evaluated programs (eval.jsonl) under {workdir!r}: run "
+                      "experiments/evaluate.py --workdir=<program> first")
   _levels_png(rows, {"id/success": "--", analysis.SUCCESS: "-"},
               os.path.join(out_dir, SUCCESS_PNG), "composition success (every slot right)")
   _levels_png(rows, {"probe/all/t1/ood_acc": "-", "probe/fixed/t1/ood_acc": ":"},
@@ -129,12 +130,3 @@ def write(workdir: str, out_dir: str | None = None) -> str:
       f"positive in {int(np.sum(concept > 0))} of {int(np.sum(np.isfinite(concept)))} runs.", "",
   ]
   return files.write_text(os.path.join(out_dir, REPORT_FILE), "\n".join(text))
-
-
-def summary(workdir: str) -> str:
-  """A short text table of held-out success and decodability per (program, coverage)."""
-  rows = analysis.collect(workdir)
-  succ, dec = analysis.by_level(rows, analysis.SUCCESS), analysis.by_level(
-      rows, analysis.DECODABILITY[0])
-  body = [[p, c, succ[(p, c)][0], dec[(p, c)][0]] for p, c in succ]
-  return table_lib.table(["program", "coverage", "ood/success", "decodability"], body)

@@ -5,8 +5,8 @@ All from-scratch models (tasks x seeds) train in one vmapped program, the 'scrat
 with `init=shared` they all start from one draw per seed, which weight averaging and task
 arithmetic need. The fine-tuned experts (for the task-arithmetic check; the 'finetune' phase)
 start from each seed's identity model. Each phase trains through the one loop in
-<workdir>/<phase>/ (letters.training). `restore_zoo` (compose.py --evaluate_only) only
-restores, against the layout the workdir trained.
+<workdir>/<phase>/ (letters.training). `restore_zoo` (experiments/evaluate.py: standalone.py)
+only restores, against the layout the workdir trained.
 """
 
 import os

@@ -62,9 +62,9 @@ SOURCES = {"timed": "timed with all its runs (or a program of the same shape)",
 def program_configs(spec: str, sweep_dir: str) -> list[tuple[str, ml_collections.ConfigDict]]:
   """(name, train config) of every program, validated by spec.load as a launch does."""
   sweep = spec_lib.load(spec, sweep_dir)
-  if sweep.binary != "train":
-    raise ConfigError("estimate", f"--estimate times experiments/train.py programs; {spec} runs "
-                      f"{spec_lib.BINARIES[sweep.binary].script}")
+  if sweep.app != "scaling":
+    raise ConfigError("estimate", f"--estimate times the scaling experiment's programs; {spec} "
+                      f"runs {sweep.app} programs")
   return [(p.name, p.config) for p in sweep.programs]
 
 

@@ -59,7 +59,7 @@ def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
       entry.update({k: old[program.name].get(k) for k in ("status", "exit_code", "stage",
                                                            "wall_s", "error", "job_id")})
     entries.append(entry)
-  return {"spec": sweep.spec, "name": sweep.name, "binary": sweep.binary, "base": sweep.base,
+  return {"spec": sweep.spec, "name": sweep.name, "app": sweep.app, "base": sweep.base,
           "overrides": sweep.overrides, "sweep_dir": sweep.sweep_dir, "repo": REPO,
           "launcher": launcher,
           "started": _now(), "updated": _now(), "programs": entries}

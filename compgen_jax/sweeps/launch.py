@@ -48,9 +48,9 @@ def longest_first(programs: list[Program]) -> list[Program]:
   """The programs in decreasing `estimate.work`, ties in config order, so that with several
   running at once the longest do not start last and finish alone on one share of the cores
   (longest processing time first). Config order unless every program trains one family
-  (task and student, estimate.family) with experiments/train.py: across families the work
+  (task and student, estimate.family) of the scaling experiment: across families the work
   proxy does not compare."""
-  if (len(programs) < 2 or any(p.binary != "train" or p.config is None for p in programs)
+  if (len(programs) < 2 or any(p.app != "scaling" or p.config is None for p in programs)
       or len({estimate.family(p.config) for p in programs}) > 1):
     return list(programs)
   work = [estimate.work(p.config) for p in programs]
@@ -105,7 +105,7 @@ def run_sweep(spec: str, sweep_dir: str, launcher: str = "local", parallel: int 
     return []
   to_run = [p for p in sweep.programs if program_lib.pending_stages(p, probe, evaluate)]
   os.makedirs(sweep.sweep_dir, exist_ok=True)
-  if sweep.binary == "train":  # what its report's setting section compares with
+  if sweep.app == "scaling":  # what its report's setting section compares with
     spec_lib.write_paper_programs(sweep.sweep_dir, sweep.spec)
   index = Index(sweep, launcher, [p.name for p in to_run], echo,
                 parallel=parallel if launcher == "local" else None)

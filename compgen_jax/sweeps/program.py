@@ -19,7 +19,7 @@ import jax
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.sweeps.spec import BINARIES, REPO, Program
+from compgen_jax.sweeps.spec import FOLLOW_UPS, REPO, SWEEPABLE, Program
 
 # A stage waits this long for its workdir's lock before refusing: a re-run right after the sweep
 # was killed can find the killed stage's process still exiting.
@@ -63,7 +63,7 @@ def finished(program: Program) -> bool:
   if steps:
     return program.num_steps in steps
   rows = metric_writer.read_rows(os.path.join(program.workdir, workdir_lib.METRICS_FILE))
-  final_key = BINARIES[program.binary].final_key
+  final_key = SWEEPABLE[program.app].final_key
   evaluated = {r.get("run") for r in rows if r.get("step") == program.num_steps
                and any(k.startswith(final_key) for k in r)}
   return bool(evaluated) and evaluated == {r.get("run") for r in rows}
@@ -77,9 +77,8 @@ def pending_stages(program: Program, probe: bool = False, evaluate: bool = False
   """The stages still to run: train unless finished; probe / evaluate (when asked for) unless
   their jsonl file already has rows of the final step."""
   stages = [] if finished(program) else ["train"]
-  follow_ups = BINARIES[program.binary].follow_ups
   for stage, wanted in (("probe", probe), ("evaluate", evaluate)):
-    if wanted and not _has_step(os.path.join(program.workdir, follow_ups[stage][1]),
+    if wanted and not _has_step(os.path.join(program.workdir, FOLLOW_UPS[stage][1]),
                                 program.num_steps):
       stages.append(stage)
   return stages
@@ -88,14 +87,10 @@ def pending_stages(program: Program, probe: bool = False, evaluate: bool = False
 def stage_command(program: Program, stage: str, distributed: bool = False) -> tuple[str, ...]:
   """The command line of a stage (run from the repository root); `distributed`: training joins
   a multi-host job (cli's --distributed)."""
-  binary = BINARIES[program.binary]
   if stage == "train":
-    return program.command + binary.train_args + (("--distributed",) if distributed else ())
-  script, _, extra = binary.follow_ups[stage]
-  if script is None:  # the program's own binary, config and overrides
-    return program.command + extra
-  return (program.command[0], os.path.join("experiments", script),
-          f"--workdir={program.workdir}", *extra)
+    return program.command + (("--distributed",) if distributed else ())
+  return (program.command[0], FOLLOW_UPS[stage][0], f"--workdir={program.workdir}",
+          *SWEEPABLE[program.app].follow_up_args[stage])
 
 
 def outcome(status: str, exit_code: int | None, stage: str | None, wall_s: float | None,

@@ -2,15 +2,16 @@
 
 A sweep config file's get_config(preset) returns `name`, `base` (a config spec such as
 "configs/hyperteacher.py:quick", relative to the repository root), `overrides` (dotted or nested
-overrides for every program), `programs` (one mapping of dotted overrides per program) and,
-optionally, `binary` (BINARIES: the experiment binary each program runs; default "train").
+overrides for every program) and `programs` (one mapping of dotted overrides per program). Every
+program is an experiments/train.py workdir of the base config's application (apps.of_config; one
+in SWEEPABLE), evaluated and probed by experiments/evaluate.py / probe.py --workdir.
 """
 
 import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import ml_collections
@@ -19,26 +20,23 @@ from absl import flags
 from ml_collections import config_flags
 
 import compgen_jax
-from compgen_jax import apps, checks, cli, files
+from compgen_jax import apps, cli, files
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis.setting import paper_spec
 from compgen_jax.types import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(compgen_jax.__file__)))
 TRAIN = os.path.join("experiments", "train.py")
-FIELDS = ("name", "base", "overrides", "programs", "binary")
+FIELDS = ("name", "base", "overrides", "programs")
+# the binary of each stage after training, reading the program's workdir (--workdir)
+FOLLOW_UPS = {"probe": (os.path.join("experiments", "probe.py"), workdir_lib.PROBE_FILE),
+              "evaluate": (os.path.join("experiments", "evaluate.py"), workdir_lib.EVAL_FILE)}
 
 
-class Binary(NamedTuple):
-  """An experiment binary a sweep's programs run: each program is one workdir of it."""
-  script: str  # relative to REPO
-  validate: Callable  # (program config) -> None; ConfigError naming the field
-  train_args: tuple[str, ...]  # appended to the program's command line to train
-  # stage -> (binary in experiments/ reading the workdir's saved config, or None: the program's
-  # own command line; the file its rows go to; extra flags)
-  follow_ups: dict
+class Sweepable(NamedTuple):
+  """What the launcher needs of an application beyond its apps.APPS record (validation, report)."""
+  follow_up_args: dict  # stage (FOLLOW_UPS) -> its extra flags
   final_key: str  # a metrics.jsonl row of the last step with a key of this prefix: trained
-  report: Callable  # (sweep_dir, out_dir=None) -> path: the sweep's report from its files
 
 
 def paper_programs(spec: str) -> list[dict]:
@@ -63,18 +61,12 @@ def write_paper_programs(sweep_dir: str, spec: str) -> str:
                           sort_keys=True)
 
 
-# The binaries of sweepable applications (apps.APPS: validation and reports come from there).
-BINARIES = {
-    "train": Binary(TRAIN, apps.APPS["scaling"].validate, (), {
-        "probe": ("probe.py", workdir_lib.PROBE_FILE, ()),
-        "evaluate": ("evaluate.py", workdir_lib.EVAL_FILE, ("--every",))}, "ood/",
-        apps.APPS["scaling"].report),
-    # one program per shape-changing setting (model width); seeds x coverage vmapped inside it
-    "images": Binary(os.path.join("experiments", "images.py"), apps.APPS["images"].validate,
-                     ("--mode=train",), {
-                         "probe": (None, workdir_lib.PROBE_FILE, ("--mode=probe",)),
-                         "evaluate": (None, workdir_lib.EVAL_FILE, ("--mode=evaluate",))},
-                     "train/", apps.APPS["images"].report),
+# The applications whose programs a sweep runs (apps.APPS names them).
+SWEEPABLE = {
+    "scaling": Sweepable({"probe": (), "evaluate": ("--every",)}, "ood/"),
+    # one program per shape-changing setting (model width); seeds x coverage vmapped inside it;
+    # evaluated and probed at the latest checkpoint (the report's step)
+    "images": Sweepable({"probe": (), "evaluate": ()}, "train/"),
 }
 LOG_DIR = "logs"
 # Names in the sweep dir that are not programs.
@@ -84,15 +76,14 @@ ABBREVIATIONS = {"task.num_modules": "M", "task.max_hotness": "K"}
 
 
 class Program(NamedTuple):
-  """One program of a sweep: an ordinary workdir of its binary (experiments/train.py unless
-  the sweep names another)."""
+  """One program of a sweep: an ordinary workdir of experiments/train.py."""
   name: str
   overrides: dict  # this program's own dotted overrides (its shape-changing settings)
   workdir: str  # absolute
-  command: tuple[str, ...]  # the binary's command line (config and overrides), run from REPO
+  command: tuple[str, ...]  # train.py's command line (config and overrides), run from REPO
   log: str  # stdout and stderr of every command run for it
   num_steps: int
-  binary: str = "train"  # a key of BINARIES
+  app: str = "scaling"  # a key of SWEEPABLE
   config: ml_collections.ConfigDict | None = None  # as validated by spec.load (None: not loaded)
 
 
@@ -103,7 +94,7 @@ class Sweep(NamedTuple):
   overrides: dict  # dotted overrides applied to every program
   sweep_dir: str  # absolute
   programs: tuple[Program, ...]
-  binary: str = "train"  # a key of BINARIES
+  app: str = "scaling"  # a key of SWEEPABLE: the base config's application
 
 
 def _as_dict(tree) -> dict:
@@ -182,9 +173,9 @@ def _message(e: ConfigError) -> str:
 
 
 def program_config(base: str, name: str, overrides: dict,
-                   binary: str = "train") -> ml_collections.ConfigDict:
-  """The program's config (base + overrides) as its binary reads it, validated by that binary's
-  checks; ConfigError naming the program and the field otherwise."""
+                   app: str = "scaling") -> ml_collections.ConfigDict:
+  """The program's config (base + overrides) as train.py reads it, validated by its
+  application's checks; ConfigError naming the program and the field otherwise."""
   args = override_args(overrides)
   try:
     cfg = parse_train_config(base, args)
@@ -204,7 +195,7 @@ def program_config(base: str, name: str, overrides: dict,
       raise ConfigError(path, f"sweep program {name!r}: {value!r} is read back from the "
                         f"command line as {got!r}; give a value of the field's type")
   try:
-    BINARIES[binary].validate(cfg)
+    apps.APPS[app].validate(cfg)
   except ConfigError as e:
     raise ConfigError(e.field, f"sweep program {name!r}: {_message(e)}") from None
   return cfg
@@ -241,6 +232,19 @@ def resolve_base(base) -> str:
   return resolved
 
 
+def base_app(base: str) -> str:
+  """The application of a resolved base spec (apps.of_config, as train.py finds it), one in
+  SWEEPABLE; ConfigError otherwise."""
+  try:
+    app = apps.of_config(cli.load_config_file(base)).name
+  except ConfigError as e:
+    raise ConfigError("sweep_config.base", f"{base!r}: {_message(e)}") from None
+  if app not in SWEEPABLE:
+    raise ConfigError("sweep_config.base", f"{base!r} is a {app} config; a sweep runs programs "
+                      f"of {', '.join(SWEEPABLE)} configs")
+  return app
+
+
 def load_sweep_config(spec: str) -> dict:
   """The sweep config file's fields as a dict; ConfigError for a missing or unknown field."""
   path = spec.partition(":")[0]
@@ -257,30 +261,29 @@ def load_sweep_config(spec: str) -> dict:
   for field in ("name", "base"):
     if not raw.get(field):
       raise ConfigError(f"sweep_config.{field}", f"missing in {spec}")
-  checks.choice("sweep_config.binary", raw.get("binary", "train"), BINARIES)
   return raw
 
 
 def load(spec: str, sweep_dir: str) -> Sweep:
   """Expands and validates every program of the sweep config `spec`; writes nothing."""
   raw = load_sweep_config(spec)
-  binary = raw.get("binary", "train")
   base = resolve_base(raw["base"])
+  app = base_app(base)
   sweep_overrides = workdir_lib.flatten(raw.get("overrides") or {})
   sweep_dir = os.path.abspath(sweep_dir)
   programs = []
   for name, own in expand(raw.get("programs", ({},))):
     overrides = {**sweep_overrides, **own}
-    cfg = program_config(base, name, overrides, binary)
+    cfg = program_config(base, name, overrides, app)
     workdir = os.path.join(sweep_dir, name)
     check_workdir(workdir, cfg, name)
-    command = (sys.executable, BINARIES[binary].script, f"--config={raw['base']}",
+    command = (sys.executable, TRAIN, f"--config={raw['base']}",
                f"--workdir={workdir}", *override_args(overrides))
     programs.append(Program(name, own, workdir, command,
                             os.path.join(sweep_dir, LOG_DIR, f"{name}.log"), cfg.train.num_steps,
-                            binary, cfg))
+                            app, cfg))
   return Sweep(spec, str(raw["name"]), raw["base"], sweep_overrides, sweep_dir, tuple(programs),
-               binary)
+               app)
 
 
 def shell(command) -> str:

@@ -2,8 +2,8 @@
 
   python experiments/report.py --dir=results/cpu/theorem
 
-reads <dir>/config.json, <dir>/theorem.jsonl (experiments/theorem.py) and an optional
-<dir>/notes.md, and rewrites <dir>/report.md, claims.json, error_vs_resolution.png and
+reads <dir>/config.json, <dir>/theorem.jsonl (experiments/train.py on a theorem config) and an
+optional <dir>/notes.md, and rewrites <dir>/report.md, claims.json, error_vs_resolution.png and
 neurons_vs_modules.png. No model or checkpoint is read.
 """
 
@@ -19,7 +19,7 @@ from compgen_jax.analysis import aggregate, verdicts
 from compgen_jax.analysis.markdown import table
 from compgen_jax.theory import plots
 
-TABLE_FILE = "theorem.jsonl"  # experiments/theorem.py's rows
+TABLE_FILE = "theorem.jsonl"  # the theory run's rows (experiments/train.py)
 REPORT_FILE, CLAIMS_FILE = workdir_lib.REPORT_FILE, workdir_lib.CLAIMS_FILE
 NOTES_FILE = "notes.md"
 ERROR_PNG, COUNT_PNG = "error_vs_resolution.png", "neurons_vs_modules.png"

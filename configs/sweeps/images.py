@@ -1,9 +1,9 @@
-"""Image composition (configs/images.py): one experiments/images.py program per MLP width;
+"""Image composition (configs/images.py): one experiments/train.py program per MLP width;
 seeds x coverage are vmapped inside each.
 
   python experiments/sweep.py --config=configs/sweeps/images.py:cpu --sweep_dir=results/cpu/images \
       --parallel=2 --evaluate --probe              # train, evaluate, probe each width
-  python experiments/images.py --mode=report --workdir=results/cpu/images  # report.md, figures
+  python experiments/report.py --dir=results/cpu/images     # report.md, figures
   make reproduce-cpu-images                        # both
 
 Presets: paper (the paper preset of configs/images.py at widths 512..4096; GPU), cpu (the cpu
@@ -24,7 +24,6 @@ def get_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
   cfg = ml_collections.ConfigDict()
   cfg.name = "images"
-  cfg.binary = "images"
   cfg.base = f"configs/images.py:{preset}"
   cfg.overrides = {}
   cfg.programs = tuple({"model.width": w} for w in WIDTHS[preset])
