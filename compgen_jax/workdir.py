@@ -223,12 +223,20 @@ def index_path(sweep_dir: str) -> str:
   return os.path.join(sweep_dir, INDEX_FILE)
 
 
+# what indexes written before apps.py recorded as their "binary", by the application it ran
+_BINARY_APPS = {"train": "scaling", "images": "images"}
+
+
 def read_index(sweep_dir: str) -> dict:
-  """The index of a sweep dir ({} when there is none)."""
+  """The index of a sweep dir ({} when there is none), with its programs' application under
+  "app" (older indexes name their binary instead: read as the application it ran)."""
   if not os.path.exists(index_path(sweep_dir)):
     return {}
   with open(index_path(sweep_dir)) as f:
-    return json.load(f)
+    index = json.load(f)
+  if "app" not in index and "binary" in index:
+    index["app"] = _BINARY_APPS.get(index["binary"], index["binary"])
+  return index
 
 
 def located(sweep_dir: str, index: dict, recorded: str) -> str:
