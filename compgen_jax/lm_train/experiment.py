@@ -118,7 +118,8 @@ def trained_params(cfg: ml_collections.ConfigDict, workdir: str) -> PyTree:
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
   step, = engine_passes.select_steps(ckpt_dir, cfg.train.num_steps, every=False)
   # a fine-tuned run's state has the fresh one's shapes: restore against those
-  abstract = loop.abstract_state(family.init_fresh(cfg), (family.run_keys(cfg),))
+  abstract = loop.abstract_state(family.init_fresh(family.program_config(cfg)),
+                                (family.run_keys(cfg),))
   return checkpointing.restore(ckpt_dir, abstract, step)[1].params
 
 

@@ -34,14 +34,32 @@ def optimizer(cfg: ml_collections.ConfigDict) -> optax.GradientTransformation:
   return optim.optimizer(cfg.optim, model_lib.decay_mask)
 
 
+def clip(grads: PyTree, max_norm: float) -> PyTree:
+  """`grads` scaled to global norm at most `max_norm` (0: unchanged): optax's global-norm clip,
+  stateless, so the engine's optimiser state keeps its shape."""
+  if max_norm == 0:
+    return grads
+  return optax.clip_by_global_norm(max_norm).update(grads, optax.EmptyState())[0]
+
+
 def new_state(key: Array, params: PyTree, cfg: ml_collections.ConfigDict) -> LMState:
   return LMState(step=jnp.zeros((), jnp.int32), key=jax.random.key_data(key), params=params,
                  opt_state=optimizer(cfg).init(params))
 
 
+def program_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """What the compiled programs read (model, optim, the steps and batch size): a fine-tune,
+  another corpus, more seeds or other checkpoint settings reuse the programs a process
+  compiled already."""
+  return ml_collections.ConfigDict({
+      "model": cfg.model.to_dict(), "optim": cfg.optim.to_dict(),
+      "train": {"num_steps": cfg.train.num_steps, "batch_size": cfg.train.batch_size}})
+
+
 @cache_by_config
 def init_fresh(cfg: ml_collections.ConfigDict):
-  """key -> one run's state, its parameters the training init from the run's `init` stream."""
+  """key -> one run's state, its parameters the training init from the run's `init` stream
+  (cfg: program_config)."""
   c = model_lib.gemma_config(cfg.model)
   return lambda key: new_state(
       key, model_lib.init_params(c, rng.stream(key, "init"), cfg.model.initializer_range), cfg)
@@ -49,7 +67,8 @@ def init_fresh(cfg: ml_collections.ConfigDict):
 
 @cache_by_config
 def init_from(cfg: ml_collections.ConfigDict):
-  """(key, params) -> one run's state starting at `params` exactly (fine-tuning)."""
+  """(key, params) -> one run's state starting at `params` exactly (fine-tuning; cfg:
+  program_config)."""
   return functools.partial(new_state, cfg=cfg)
 
 
@@ -70,8 +89,7 @@ def train_step(state: LMState, tokens_NxL, weight_NxL, eval_tokens_MxL, eval_wei
   grad_fn = jax.value_and_grad(functools.partial(loss_of, c), has_aux=True)
   (loss, (acc, count)), grads = grad_fn(state.params, *batch)
   grad_norm = optax.tree.norm(grads)
-  if cfg.optim.grad_clip > 0:  # optax's global-norm clip: stateless, so no state to carry
-    grads, _ = optax.clip_by_global_norm(cfg.optim.grad_clip).update(grads, optax.EmptyState())
+  grads = clip(grads, cfg.optim.grad_clip)
   opt_state = state.opt_state
   opt_state.hyperparams["learning_rate"] = cfg.optim.learning_rate * optim.lr_factor(
       state.step, cfg.optim, cfg.train.num_steps)
@@ -84,7 +102,8 @@ def train_step(state: LMState, tokens_NxL, weight_NxL, eval_tokens_MxL, eval_wei
 
 @cache_by_config
 def step_one(cfg: ml_collections.ConfigDict):
-  """(state, *data constants) -> (state, metrics): one object per config (compiled once)."""
+  """(state, *data constants) -> (state, metrics): one object per program_config (compiled
+  once)."""
   return functools.partial(train_step, cfg=cfg)
 
 
@@ -124,19 +143,20 @@ def family(cfg: ml_collections.ConfigDict, train: data.Packed, held_out: data.Pa
   parameters every run starts from (one pytree, or stacked [num_seeds, ...], one per run)."""
   keys = run_keys(cfg)
   grid = [{"run": s, "seed": s} for s in range(cfg.num_seeds)]
+  program = program_config(cfg)
   if init_params is None:
-    init_one, inputs = init_fresh(cfg), (keys,)
+    init_one, inputs = init_fresh(program), (keys,)
   else:
     shapes = gemma2.param_shapes(model_lib.gemma_config(cfg.model))
     stacked = all(a.ndim == s.ndim + 1 for a, s in zip(
         jax.tree.leaves(init_params), jax.tree.leaves(shapes), strict=True))
     params_R = init_params if stacked else jax.tree.map(
         lambda a: jnp.broadcast_to(a, (cfg.num_seeds, *a.shape)), init_params)
-    init_one, inputs = init_from(cfg), (keys, params_R)
+    init_one, inputs = init_from(program), (keys, params_R)
   every = cfg.evals.every
   return loop.Family(
-      grid=grid, init_one=init_one, inputs=inputs, step=step_one(cfg),
+      grid=grid, init_one=init_one, inputs=inputs, step=step_one(program),
       consts=lambda: tuple(map(jnp.asarray, (*train, *held_out))),
-      evaluators={"held_out": evaluator(cfg)},
+      evaluators={"held_out": evaluator(program)},
       due=lambda step: ("held_out",) if step % every == 0 or step == cfg.train.num_steps
       else ())
