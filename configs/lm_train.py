@@ -54,13 +54,14 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   cfg = base()
   if preset == "test":
     cfg.num_seeds = 2
-    cfg.model.update(vocab_size=64, width=32, num_layers=2, num_heads=2, num_kv_heads=1,
+    # vocab_size: the tests' tokenizer (byte fallback: 256 byte pieces + 4 special + merges)
+    cfg.model.update(vocab_size=400, width=32, num_layers=2, num_heads=2, num_kv_heads=1,
                      head_dim=16, mlp_dim=64, sliding_window=8)
-    cfg.corpus.update(seq_len=32, num_documents=200, num_held_out=20, min_len=4, max_len=24)
+    cfg.corpus.update(seq_len=32, num_documents=2000, num_held_out=50, min_len=4, max_len=24)
     cfg.optim.update(learning_rate=1e-2, warmup_steps=5)
-    cfg.train.update(num_steps=100, batch_size=8, chunk_size=20, log_every=10,
-                     checkpoint_every=40, progress=False)
-    cfg.evals.every = 40
+    cfg.train.update(num_steps=200, batch_size=8, chunk_size=20, log_every=10,
+                     checkpoint_every=100, progress=False)
+    cfg.evals.every = 100
   elif preset == "quick":
     cfg.model.update(width=96, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=24,
                      mlp_dim=384)

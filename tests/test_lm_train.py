@@ -107,7 +107,7 @@ def test_weight_decay_skips_the_norms_and_clipping_bounds_the_norm():
   opt = family.optimizer(cfg)
   state = opt.init(ones)
   state.hyperparams["learning_rate"] = jnp.asarray(1.0)
-  updates, _ = opt.update(jax.tree.map(jnp.zeros_like, ones), state, ones)
+  updates, _ = jax.jit(opt.update)(jax.tree.map(jnp.zeros_like, ones), state, ones)
   # a zero-gradient AdamW step is -lr * wd * param where decay applies, 0 elsewhere
   for path, u in jax.tree_util.tree_leaves_with_path(updates):
     decayed = not jax.tree_util.keystr(path).endswith("norm']")
