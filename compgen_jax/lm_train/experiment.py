@@ -39,13 +39,13 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     for name in ("path", "held_out_path"):
       if not (isinstance(d[name], str) and os.path.isfile(d[name])):
         raise ConfigError(f"corpus.{name}", f"must name a jsonl file, got {d[name]!r}")
-  if d.tokenizer:
+  if d.tokenizer:  # copied into every export, where gemma2.load_tokenizer looks for it
+    if os.path.basename(d.tokenizer) != "tokenizer.model":
+      raise ConfigError("corpus.tokenizer", f"must be a tokenizer.model, got {d.tokenizer!r}")
     try:
       loading.read_tokenizer(os.path.dirname(d.tokenizer) or ".", cfg.model.vocab_size)
     except CheckpointError as e:
       raise ConfigError("corpus.tokenizer", str(e)) from e
-    if os.path.basename(d.tokenizer) != "tokenizer.model":
-      raise ConfigError("corpus.tokenizer", f"must be a tokenizer.model, got {d.tokenizer!r}")
   if cfg.init_from:
     found = _config_of(cfg.init_from)
     if found != model_lib.gemma_config(cfg.model):
