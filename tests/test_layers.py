@@ -16,7 +16,7 @@ LAYERS = (
     ("metric_writer", "cli"),
     ("training",),  # the engine: family-free (it imports no task, student or application)
     ("tasks", "encodings", "lm"),
-    ("students", "composition"),
+    ("students", "composition", "lm_train"),
     ("analysis",),
     ("scaling",),  # paper 1's experiment (hyperteacher, preference); theory builds on it
     ("llm_data",),  # the LLM study's corpora, skills and tokenizer, for training and llm_eval

@@ -23,7 +23,7 @@ import optax
 from compgen_jax import checkpointing, checks, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import data
-from compgen_jax.lm.model import Model, forward
+from compgen_jax.lm.model import Model, lm_loss
 from compgen_jax.training import loop
 from compgen_jax.training import passes as engine_passes
 from compgen_jax.types import Array, ConfigError, PyTree
@@ -82,16 +82,6 @@ def lm_example(tokens_BxT: Array, target_BxT: Array, layout: str) -> tuple[Array
     x_BxN, y_BxN, valid_BxN = data.position_io(tokens_BxT)
     return x_BxN, y_BxN, valid_BxN.astype(jnp.float32)
   return tokens_BxT[:, :-1], tokens_BxT[:, 1:], target_BxT[:, 1:].astype(jnp.float32)
-
-
-def lm_loss(model: Model, params: PyTree, inputs_BxL: Array, labels_BxL: Array,
-            weight_BxL: Array):
-  """Mean cross-entropy and token accuracy over the weighted positions."""
-  logits = forward(model, params, inputs_BxL)
-  ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels_BxL)
-  correct = (jnp.argmax(logits, -1) == labels_BxL).astype(jnp.float32)
-  norm = jnp.maximum(weight_BxL.sum(), 1.0)
-  return (ce * weight_BxL).sum() / norm, (correct * weight_BxL).sum() / norm
 
 
 def training_batch(key: Array, run: Runs, cfg_data, batch_size: int):

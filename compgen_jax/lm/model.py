@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from compgen_jax.types import Array, PRNGKey, PyTree
 
@@ -34,6 +35,17 @@ def forward(model: Model, params: PyTree, tokens_BxT: Array,
   """Teacher-forced logits [B, T, V] (every token valid unless `valid_BxT` says otherwise)."""
   valid_BxT = jnp.ones(tokens_BxT.shape, bool) if valid_BxT is None else valid_BxT
   return model.apply(params, tokens_BxT, None, valid_BxT)[0]
+
+
+def lm_loss(model: Model, params: PyTree, inputs_BxL: Array, labels_BxL: Array,
+            weight_BxL: Array) -> tuple[Array, Array]:
+  """Mean cross-entropy and token accuracy over the weighted positions (the training loss of
+  every LM here: letters' models, lm_train's Gemma-2)."""
+  logits = forward(model, params, inputs_BxL)
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels_BxL)
+  correct = (jnp.argmax(logits, -1) == labels_BxL).astype(jnp.float32)
+  norm = jnp.maximum(weight_BxL.sum(), 1.0)
+  return (ce * weight_BxL).sum() / norm, (correct * weight_BxL).sum() / norm
 
 
 def prefill(model: Model, params: PyTree, tokens_BxT: Array, valid_BxT: Array, cache,

@@ -1,6 +1,8 @@
 """The optimiser every family trains with (AdamW, decay on matrices, learning rate and weight
 decay injected so they can differ per run and step) and its learning-rate schedule."""
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -12,10 +14,15 @@ from compgen_jax.types import ConfigError
 SCHEDULES = ("constant", "warmup_cosine")
 
 
-def optimizer(cfg: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """AdamW with decay on matrices only; lr / wd injected so they can differ per run and step."""
-  def decay_mask(params):
-    return jax.tree.map(lambda p: p.ndim > 1, params)
+def matrices(params):
+  """The default decay mask: every leaf with more than one axis."""
+  return jax.tree.map(lambda p: p.ndim > 1, params)
+
+
+def optimizer(cfg: ml_collections.ConfigDict,
+              decay_mask: Callable = matrices) -> optax.GradientTransformation:
+  """AdamW with decay where `decay_mask(params)` is True (default: matrices); lr / wd injected
+  so they can differ per run and step."""
   # `mask` is static: inject_hyperparams treats any callable argument as a schedule of the step
   # count, which would turn the mask into `False` and switch weight decay off everywhere.
   return optax.inject_hyperparams(optax.adamw, static_args=("mask",))(

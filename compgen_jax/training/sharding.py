@@ -81,7 +81,9 @@ def shard_runs(tree: PyTree, mesh: Mesh) -> PyTree:
   """
   num_padded = padded_count(jax.tree.leaves(tree)[0].shape[0], mesh)
   if num_padded == jax.tree.leaves(tree)[0].shape[0] and _is_placed(tree, run_sharding(mesh)):
-    return tree
+    # relabelled, not copied: jit keys its cache by the sharding itself, and a restored
+    # checkpoint's (replicated on an equivalent mesh) would compile the chunk a second time
+    return jax.device_put(tree, run_sharding(mesh)) if jax.process_count() == 1 else tree
   return jax.jit(lambda t: pad(t, num_padded), out_shardings=run_sharding(mesh))(tree)
 
 

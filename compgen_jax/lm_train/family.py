@@ -1,0 +1,162 @@
+"""Gemma-2 language models as a family of the training engine (training.loop): one run's state,
+its initialisation (fresh, or from given parameters: an expert fine-tuned from the background)
+and its step (next-token cross-entropy under the loss mask, AdamW from training/optim.py with
+its schedule, global-norm clipping). Seeds are runs of one program, vmapped or mapped by the
+engine; the packed data are constants every run shares, each run drawing its own batches."""
+
+import functools
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+
+from compgen_jax import rng
+from compgen_jax.lm import gemma2
+from compgen_jax.lm.model import lm_loss
+from compgen_jax.lm_train import data
+from compgen_jax.lm_train import model as model_lib
+from compgen_jax.training import loop, optim
+from compgen_jax.training.cache import cache_by_config
+from compgen_jax.types import Array, PyTree
+
+
+@flax.struct.dataclass
+class LMState:
+  step: Array       # int32 [], steps completed
+  key: Array        # uint32 [2], the run key's data (orbax stores no typed keys)
+  params: PyTree
+  opt_state: PyTree
+
+
+def optimizer(cfg: ml_collections.ConfigDict) -> optax.GradientTransformation:
+  return optim.optimizer(cfg.optim, model_lib.decay_mask)
+
+
+def clip(grads: PyTree, max_norm: float) -> PyTree:
+  """`grads` scaled to global norm at most `max_norm` (0: unchanged): optax's global-norm clip,
+  stateless, so the engine's optimiser state keeps its shape."""
+  if max_norm == 0:
+    return grads
+  return optax.clip_by_global_norm(max_norm).update(grads, optax.EmptyState())[0]
+
+
+def new_state(key: Array, params: PyTree, cfg: ml_collections.ConfigDict) -> LMState:
+  return LMState(step=jnp.zeros((), jnp.int32), key=jax.random.key_data(key), params=params,
+                 opt_state=optimizer(cfg).init(params))
+
+
+def program_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """What the compiled programs read (model, optim, the steps and batch size): a fine-tune,
+  another corpus, more seeds or other checkpoint settings reuse the programs a process
+  compiled already."""
+  return ml_collections.ConfigDict({
+      "model": cfg.model.to_dict(), "optim": cfg.optim.to_dict(),
+      "train": {"num_steps": cfg.train.num_steps, "batch_size": cfg.train.batch_size}})
+
+
+@cache_by_config
+def init_fresh(cfg: ml_collections.ConfigDict):
+  """key -> one run's state, its parameters the training init from the run's `init` stream
+  (cfg: program_config)."""
+  c = model_lib.gemma_config(cfg.model)
+  return lambda key: new_state(
+      key, model_lib.init_params(c, rng.stream(key, "init"), cfg.model.initializer_range), cfg)
+
+
+@cache_by_config
+def init_from(cfg: ml_collections.ConfigDict):
+  """(key, params) -> one run's state starting at `params` exactly (fine-tuning; cfg:
+  program_config)."""
+  return functools.partial(new_state, cfg=cfg)
+
+
+def loss_of(c: gemma2.Gemma2Config, params: PyTree, tokens_BxL: Array, weight_BxL: Array):
+  """(mean next-token cross-entropy over the weighted targets, token accuracy, their count)."""
+  model = gemma2.make_model(c)
+  loss, acc = lm_loss(model, params, tokens_BxL[:, :-1], tokens_BxL[:, 1:], weight_BxL[:, 1:])
+  return loss, (acc, weight_BxL[:, 1:].sum())
+
+
+def train_step(state: LMState, tokens_NxL, weight_NxL, eval_tokens_MxL, eval_weight_MxL,
+               cfg: ml_collections.ConfigDict):
+  """One run's AdamW step on a batch of packed rows drawn from its `train` stream."""
+  del eval_tokens_MxL, eval_weight_MxL  # constants of the evaluator
+  c = model_lib.gemma_config(cfg.model)
+  key = rng.step_key(rng.stream(jax.random.wrap_key_data(state.key), "train"), state.step)
+  batch = data.draw_batch(key, tokens_NxL, weight_NxL, cfg.train.batch_size)
+  grad_fn = jax.value_and_grad(functools.partial(loss_of, c), has_aux=True)
+  (loss, (acc, count)), grads = grad_fn(state.params, *batch)
+  grad_norm = optax.tree.norm(grads)
+  grads = clip(grads, cfg.optim.grad_clip)
+  opt_state = state.opt_state
+  opt_state.hyperparams["learning_rate"] = cfg.optim.learning_rate * optim.lr_factor(
+      state.step, cfg.optim, cfg.train.num_steps)
+  updates, opt_state = optimizer(cfg).update(grads, opt_state, state.params)
+  new = state.replace(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                      opt_state=opt_state)
+  return new, {"train/loss": loss, "train/token_acc": acc, "train/targets": count,
+               "train/grad_norm": grad_norm, "train/lr": opt_state.hyperparams["learning_rate"]}
+
+
+@cache_by_config
+def step_one(cfg: ml_collections.ConfigDict):
+  """(state, *data constants) -> (state, metrics): one object per program_config (compiled
+  once)."""
+  return functools.partial(train_step, cfg=cfg)
+
+
+def held_out_loss(state: LMState, tokens_NxL, weight_NxL, eval_tokens_MxL, eval_weight_MxL,
+                  cfg: ml_collections.ConfigDict):
+  """Cross-entropy over every weighted target of the held-out rows (summed over batches of
+  train.batch_size rows, then divided by their count: each target weighs the same)."""
+  del tokens_NxL, weight_NxL
+  c = model_lib.gemma_config(cfg.model)
+  b = cfg.train.batch_size
+  pad = -eval_tokens_MxL.shape[0] % b
+  tokens = jnp.pad(eval_tokens_MxL, ((0, pad), (0, 0))).reshape(-1, b, eval_tokens_MxL.shape[1])
+  weight = jnp.pad(eval_weight_MxL, ((0, pad), (0, 0))).reshape(tokens.shape)
+
+  def one(batch):
+    loss, (acc, count) = loss_of(c, state.params, *batch)
+    return loss * count, acc * count, count
+
+  loss_sum, acc_sum, count = jax.tree.map(jnp.sum, jax.lax.map(one, (tokens, weight)))
+  norm = jnp.maximum(count, 1.0)
+  return {"eval/loss": loss_sum / norm, "eval/token_acc": acc_sum / norm}
+
+
+@cache_by_config
+def evaluator(cfg: ml_collections.ConfigDict):
+  return functools.partial(held_out_loss, cfg=cfg)
+
+
+def run_keys(cfg: ml_collections.ConfigDict) -> Array:
+  """Seed s's key: rng.run_key(cfg.seed, s), as every family's."""
+  return jnp.stack([rng.run_key(cfg.seed, s) for s in range(cfg.num_seeds)])
+
+
+def family(cfg: ml_collections.ConfigDict, train: data.Packed, held_out: data.Packed,
+           init_params: PyTree | None = None) -> loop.Family:
+  """The seeds of `cfg` for the engine. `init_params`: None (the training init), or the
+  parameters every run starts from (one pytree, or stacked [num_seeds, ...], one per run)."""
+  keys = run_keys(cfg)
+  grid = [{"run": s, "seed": s} for s in range(cfg.num_seeds)]
+  program = program_config(cfg)
+  if init_params is None:
+    init_one, inputs = init_fresh(program), (keys,)
+  else:
+    shapes = gemma2.param_shapes(model_lib.gemma_config(cfg.model))
+    stacked = all(a.ndim == s.ndim + 1 for a, s in zip(
+        jax.tree.leaves(init_params), jax.tree.leaves(shapes), strict=True))
+    params_R = init_params if stacked else jax.tree.map(
+        lambda a: jnp.broadcast_to(a, (cfg.num_seeds, *a.shape)), init_params)
+    init_one, inputs = init_from(program), (keys, params_R)
+  every = cfg.evals.every
+  return loop.Family(
+      grid=grid, init_one=init_one, inputs=inputs, step=step_one(program),
+      consts=lambda: tuple(map(jnp.asarray, (*train, *held_out))),
+      evaluators={"held_out": evaluator(program)},
+      due=lambda step: ("held_out",) if step % every == 0 or step == cfg.train.num_steps
+      else ())

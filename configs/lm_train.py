@@ -1,0 +1,82 @@
+"""Training small Gemma-2 language models through the training engine (compgen_jax/lm_train).
+
+  from compgen_jax.lm_train import experiment
+  experiment.train(get_config("quick"), "/tmp/lm_quick")   # -> /tmp/lm_quick/export/seed_<s>/
+
+Every seed is one run of one program (vmapped, or one after another on a CPU: the engine's
+"auto"); each is exported as a Hugging Face Gemma-2 directory that gemma2.load (the llm
+preset's loader) reads back. A fine-tune starts every run from an exported model:
+--config.init_from=/tmp/lm_quick/export/seed_0 (the paper's relation: experts start at the
+background's weights), and a corpus with a loss_mask on each line trains on answers only.
+
+The corpus: `synthetic` (arithmetic progressions of token ids: tests and timing) or `jsonl`
+(one document a line, {"tokens": [ids], "loss_mask": [0/1]}; corpus.tokenizer the
+tokenizer.model the ids come from, copied into every export). A pipeline that tokenises its own
+documents passes packed rows to experiment.train(..., corpus=...) instead.
+
+Presets (model.vocab_size is the tokenizer's; the sizes below at 512 / 4096): test (31k
+parameters, seconds: the tests), quick (0.6M / 0.9M parameters, 400 steps of 16 x 128 tokens:
+about 3 min on an idle 2-core CPU), cpu (3.4M / 4.1M parameters, 2000 steps of 16 x 256
+tokens: about an hour). docs/lm_train.md has the measured tokens/s per size.
+"""
+
+import ml_collections
+
+from compgen_jax.lm_train import model
+from compgen_jax.training.config import train_config
+
+PRESETS = ("test", "quick", "cpu")
+
+
+def base() -> ml_collections.ConfigDict:
+  cfg = ml_collections.ConfigDict()
+  cfg.seed = 0
+  cfg.num_seeds = 1
+  cfg.model = model.default_config()
+  # seq_len: tokens per packed row; the synthetic fields: documents drawn from corpus.seed (the
+  # held-out ones from seed + 1), min_len..max_len ids each.
+  cfg.corpus = ml_collections.ConfigDict(dict(
+      source="synthetic", seq_len=128, add_bos=True, path="", held_out_path="", tokenizer="",
+      seed=0, num_documents=2000, num_held_out=100, min_len=8, max_len=64))
+  cfg.init_from = ""  # an exported Gemma-2 directory every run starts from (fine-tuning)
+  # AdamW (training/optim.py; decay on matrices and the embedding, not the norms) after
+  # global-norm clipping at grad_clip (0: none).
+  cfg.optim = ml_collections.ConfigDict(dict(
+      learning_rate=1e-3, weight_decay=0.1, b1=0.9, b2=0.95, grad_clip=1.0,
+      schedule="warmup_cosine", warmup_steps=100, end_factor=0.1))
+  cfg.train = train_config(num_steps=2000, batch_size=16, chunk_size=100, log_every=50,
+                           checkpoint_every=500, max_checkpoints=2)
+  cfg.evals = ml_collections.ConfigDict(dict(every=500))  # held-out loss (and at the end)
+  cfg.export = ml_collections.ConfigDict(dict(enabled=True))  # <workdir>/export/seed_<s>/
+  return cfg
+
+
+def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
+  """The named preset: test, quick or cpu."""
+  cfg = base()
+  if preset == "test":
+    cfg.num_seeds = 2
+    # vocab_size: the tests' tokenizer (byte fallback: 256 byte pieces + 4 special + merges)
+    cfg.model.update(vocab_size=400, width=32, num_layers=2, num_heads=2, num_kv_heads=1,
+                     head_dim=16, mlp_dim=64, sliding_window=8)
+    cfg.corpus.update(seq_len=32, num_documents=2000, num_held_out=50, min_len=4, max_len=24)
+    cfg.optim.update(learning_rate=1e-2, warmup_steps=5)
+    cfg.train.update(num_steps=200, batch_size=8, chunk_size=20, log_every=10,
+                     checkpoint_every=100, progress=False)
+    cfg.evals.every = 100
+  elif preset == "quick":
+    cfg.model.update(width=96, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=24,
+                     mlp_dim=384)
+    cfg.corpus.seq_len = 128
+    cfg.optim.warmup_steps = 40
+    cfg.train.update(num_steps=400, checkpoint_every=200)
+    cfg.evals.every = 200
+  elif preset == "cpu":
+    cfg.model.update(width=192, num_layers=6, num_heads=4, num_kv_heads=2, head_dim=48,
+                     mlp_dim=768)
+    cfg.corpus.seq_len = 256
+    cfg.train.update(num_steps=2000, batch_size=16, chunk_size=100, checkpoint_every=500)
+  else:
+    raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+  cfg.lock()
+  return cfg
