@@ -17,8 +17,7 @@ import sentencepiece as spm
 
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.llm_eval import tiny
-from compgen_jax.lm import gemma2
+from compgen_jax.lm import gemma2, tokenizer
 from compgen_jax.lm.model import forward
 from compgen_jax.lm_train import experiment, family
 from compgen_jax.lm_train import model as model_lib
@@ -28,13 +27,13 @@ from tests.helpers import load_config
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-  """A tokenizer trained (llm_eval.tiny) on standard-library source to the test preset's
+  """A tokenizer trained (lm.tokenizer) on standard-library source to the test preset's
   vocabulary, and jsonl corpora of that source: documents split at blank lines, each trained on
   its second half only (a loss mask, as answers after prompts)."""
   d = tmp_path_factory.mktemp("corpus")
   texts = [inspect.getsource(m) for m in (textwrap, json.decoder, json.encoder)]
   tok = str(d / "tokenizer.model")
-  tiny.train_tokenizer(tok, texts, load_config("lm_train", "test").model.vocab_size)
+  tokenizer.train(tok, texts, load_config("lm_train", "test").model.vocab_size)
   sp = spm.SentencePieceProcessor(model_file=tok)
   paths = {}
   for name, part in (("path", texts[:2]), ("held_out_path", texts[2:])):

@@ -9,7 +9,7 @@ from compgen_jax import checks
 from compgen_jax.lm import gemma2
 from compgen_jax.types import ConfigError, PRNGKey, PyTree
 
-# Gemma's special ids, as llm_eval.tiny.train_tokenizer assigns them (pad 0, eos 1, bos 2, unk 3)
+# Gemma's special ids, as lm.tokenizer.train assigns them (pad 0, eos 1, bos 2, unk 3)
 PAD_ID, EOS_ID, BOS_ID, NUM_SPECIAL = 0, 1, 2, 4
 
 
