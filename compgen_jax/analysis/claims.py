@@ -15,17 +15,19 @@ import os
 
 from compgen_jax import files
 from compgen_jax.analysis import markdown as md
-from compgen_jax.analysis import verdicts
+from compgen_jax.analysis import readings, registration, verdicts
 from compgen_jax.analysis.sweep_report import CLAIMS_FILE
 from compgen_jax.types import ConfigError
 
 README_FILE = "README.md"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
-VERDICTS = (verdicts.SHOWN, verdicts.PARTIAL, verdicts.NOT_SHOWN, verdicts.NOT_JUDGED)
-HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict", "figure"]
+VERDICTS = verdicts.VERDICTS
+HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict",
+          "composition (OOD against ID)", "against the paper's value", "figure"]
 # field -> (check, what it must be); figure may also be null
 _TEXT = (lambda v: isinstance(v, str), "a string")
 FIELDS = {"experiment": _TEXT, "claim": _TEXT, "paper": _TEXT, "ours": _TEXT, "note": _TEXT,
+          "composition": _TEXT, "against_paper": _TEXT,
           "seeds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                     "an integer >= 0"),
           "verdict": (lambda v: v in VERDICTS, "one of " + ", ".join(map(repr, VERDICTS))),
@@ -84,10 +86,42 @@ def table(claims: list[dict]) -> str:
     return (f"No claims yet: no `<experiment>/{CLAIMS_FILE}` (each sweep's report writes "
             f"one).")
   rows = [[f"{_cell(c['claim'])} ({c['experiment']})", _cell(c["paper"]), _cell(c["ours"]),
-           f"**{c['verdict']}**",
+           f"**{c['verdict']}**", _cell(c["composition"]), _cell(c["against_paper"]),
            f"[{os.path.basename(c['figure'])}]({c['figure']})" if c["figure"] else "-"]
           for c in claims]
-  return md.table(HEADER, rows)
+  return summary(claims) + "\n\n" + md.table(HEADER, rows)
+
+
+def summary(claims: list[dict]) -> str:
+  """The paragraph above the table, counted from the verdicts and the paper readings: what is
+  reproduced, what only as a trend at CPU scale, what is not testable here, what is contradicted
+  (readings.CONTRADICTS) and what is not reproduced."""
+  def names(cs):
+    return "; ".join(f"{c['claim']} ({c['experiment']})" for c in cs) or "none"
+  untestable = [c for c in claims if c["verdict"] == verdicts.NOT_TESTABLE
+                or readings.NOT_TESTABLE_YET in c["against_paper"]]
+  rest = [c for c in claims if c not in untestable]
+  contradicted = [c for c in rest if readings.CONTRADICTS in c["against_paper"]]
+  rest = [c for c in rest if c not in contradicted]
+  reproduced = [c for c in rest if c["verdict"] == verdicts.SHOWN
+                and any(p in c["against_paper"] for p in readings.AGREEMENT)]
+  trend = [c for c in rest if c not in reproduced
+           and c["verdict"] in (verdicts.SHOWN, verdicts.PARTIAL)]
+  other = [c for c in rest if c not in reproduced and c not in trend]
+  reg = registration.registered()
+  return "\n".join([
+      f"**In short** ({len(claims)} claims rows, from the verdicts below; rules registered in "
+      f"`{registration.REGISTRATION_FILE}`"
+      + (f" at commit {reg[0]}, after every sweep's rows were made, so every verdict is post "
+         f"hoc" if reg else "") + "):",
+      f"- **reproduced** (shown, and the interval reaches the paper's value or direction): "
+      f"{len(reproduced)}: {names(reproduced)}.",
+      f"- **only as a trend at CPU scale** (shown in part, or short of the paper's value): "
+      f"{len(trend)}: {names(trend)}.",
+      f"- **not testable here** (yet): {len(untestable)}: {names(untestable)}.",
+      f"- **contradicted** by these runs: {len(contradicted)}: {names(contradicted)}.",
+      f"- **not reproduced** (not shown or not judged, without contradicting): {len(other)}: "
+      f"{names(other)}."])
 
 
 def with_table(readme: str, block: str) -> str:

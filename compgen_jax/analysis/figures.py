@@ -20,7 +20,7 @@ MAX_COLUMNS = 4
 # No software version or date in the PNG, so a regenerated figure is byte-identical.
 METADATA = {"Software": None}
 # A group keeps its colour whether or not the other one is present.
-GROUP_COLORS = {"succeeding": "tab:green", "failing": "tab:red"}
+GROUP_COLORS = {"succeeding": "tab:green", "failing": "tab:red", "unfit": "tab:gray"}
 
 
 class Series(NamedTuple):
@@ -87,9 +87,12 @@ def curves_png(panels: list[tuple[str, list[Series]]], path: str, xlabel: str, y
   """One panel per (title, series); each series a line of means (s.d. error bars with >= 2
   seeds, its ID metric dashed) and a dashed horizontal line at `hline`, e.g. a target."""
   fig, axes = _grid(len(panels))
+  # A label keeps its colour in every panel (e.g. 'K = 3, width 32' wherever it appears).
+  colors = {label: plt.cm.tab10(i % 10) for i, label in enumerate(
+      dict.fromkeys(s.label for _, series in panels for s in series))}
   for ax, (panel, series) in zip(axes, panels, strict=True):
-    for i, s in enumerate(series):
-      color = plt.cm.tab10(i % 10)
+    for s in series:
+      color = colors[s.label]
       bars = s.sd if s.seeds >= 2 else None
       ax.errorbar(s.x, s.mean, yerr=bars, marker="o", ms=4, capsize=3, color=color,
                   label=s.label)
@@ -123,6 +126,7 @@ class Bar(NamedTuple):
   seeds: int = 1
   note: str = ""  # written on the bar, e.g. "n=12" training tasks
   paper: float | None = None  # the paper's value, drawn as a marker
+  id_mean: float | None = None  # the ID metric of the same runs, drawn as a tick on the bar
 
 
 def bars_png(categories: list[str], bars: dict[str, list[Bar]], path: str, ylabel: str,
@@ -146,7 +150,10 @@ def bars_png(categories: list[str], bars: dict[str, list[Bar]], path: str, ylabe
                 va="bottom", fontsize=6, rotation=90)
       if b.paper is not None:
         handles["paper"] = ax.scatter([x], [b.paper], marker="D", color="black", s=18, zorder=4)
-  names = labels + (["paper"] if "paper" in handles else [])
+      if b.id_mean is not None and math.isfinite(b.id_mean):
+        handles["ID"] = ax.hlines(b.id_mean, x - width * 0.45, x + width * 0.45,
+                                  color="black", lw=1.5, zorder=4)
+  names = labels + [n for n in ("paper", "ID") if n in handles]
   ax.legend([handles[n] for n in names], names, fontsize=8, title=legend or None,
             loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: bars reach the ceiling
   ax.set_xticks(range(len(categories)), categories, rotation=25, ha="right", fontsize=8)

@@ -6,7 +6,7 @@ markdown and its claims (verdicts.claim records)."""
 import math
 import os
 
-from compgen_jax.analysis import aggregate, figures, paper, verdicts
+from compgen_jax.analysis import aggregate, figures, paper, readings, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.verdicts import n_seeds
@@ -18,6 +18,9 @@ NEAR_ONE = 0.95  # a mean at the most training tasks at least this high counts a
 # training tasks at which the seed mean of OOD / ID reaches TARGET_OF_ID (interpolated in log
 # n_train), so a short CPU run is judged on its generalization gap, not on its underfit.
 TARGET_OF_ID = 0.9
+# The same law with an absolute target (the encoding table's "generalizes"): a relative target
+# eases where ID falls, so the law must hold under both.
+ABSOLUTE_TARGET = 0.9
 RATIO = "_ood_over_id"  # the derived row key of OOD / ID
 
 
@@ -54,19 +57,19 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   models = varying(rows)
   by = (*MK, *(k for k, _ in models))
   parts = [md.claim(paper.CLAIMS["data_scaling"]),
-           md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"],
-                    verdicts.RULES["level"] + f" (approaching 1: {NEAR_ONE}, at the most "
-                    f"training tasks)", verdicts.RULES["fits"]), ""]
+           md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"], verdicts.RULES["per_seed"],
+                    verdicts.RULES["holm"], verdicts.RULES["level"] + f" (approaching 1: "
+                    f"{NEAR_ONE}, at the most training tasks)", verdicts.RULES["fits"]), ""]
   claims = []
   for metric in metrics:
     curves = aggregate.curves_by(rows, metric.key, by)
     ids = aggregate.curves_by(rows, metric.id_key, by)
     rising, near, table, lasts = [], [], [], []
     for key, c in curves.items():
-      up = verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups])
+      up = verdicts.rises([aggregate.by_seed(g.rows, metric.key) for g in c.groups])
       last = verdicts.at_least(aggregate.values(c.groups[-1].rows, metric.key), NEAR_ONE)
-      rising.append(up.ok)
-      near.append(last.ok)
+      rising.append(up)
+      near.append(last)
       lasts.append(c.mean[-1])
       table.append([*key, len(c.x), c.seeds, md.word(up.ok), up.detail, md.word(last.ok)])
     seeds = min((c.seeds for c in curves.values()), default=0)
@@ -79,14 +82,23 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                          verdicts.count(rising)),
               md.verdict(f"{metric.label} approaches 1 (>= {NEAR_ONE} at the most training "
                          f"tasks, every {setting})", word_near, verdicts.count(near))]
-    note = verdicts.fits_note(rows, metric.id_key)
+    note = readings.fits_note(rows, metric.id_key)
+    most = [r for c in curves.values() for r in c.groups[-1].rows]
+    best = max(curves.values(), key=lambda c: c.mean[-1])
     claims += [verdicts.claim(f"{metric.label} rises monotonically with the number of training "
                               f"tasks at every {setting}", "rises monotonically",
                               f"{verdicts.count(rising)} ({n_seeds(seeds)})", seeds, word, fname,
-                              note),
+                              note, composition="at the most tasks: "
+                              + readings.composition(most, metric),
+                              against_paper=readings.paper_direction(word)),
                verdicts.claim(f"{metric.label} approaches 1 with enough training tasks",
                               "-> 1", f"{_span(lasts)} at the most tasks ({n_seeds(seeds)})",
-                              seeds, word_near, fname, note)]
+                              seeds, word_near, fname, note, composition="at the most tasks: "
+                              + readings.composition(most, metric),
+                              against_paper="best setting at the most tasks, "
+                              + readings.against_value(
+                                  aggregate.values(best.groups[-1].rows, metric.key),
+                                  aggregate.values(best.groups[-1].rows, metric.id_key), 1.0))]
     if any(k == "student.mlp.width" for k, _ in models):
       parts.append(_width_trend(rows, metric, fname, claims))
     parts += ["", md.table(["M", "K", *(name for _, name in models), "points", "seeds", "rises",
@@ -123,14 +135,16 @@ def _width_trend(rows: list[dict], metric: Metric, fname: str, claims: list) -> 
   """The scale trend inside a data sweep: rises with width at each (M, K, n_train) that has
   more than one width (appends its claim)."""
   curves = aggregate.curves_by(rows, metric.key, (*MK, "n_train"), "student.mlp.width")
-  oks = [verdicts.rises([aggregate.values(g.rows, metric.key) for g in c.groups]).ok
+  oks = [verdicts.rises([aggregate.by_seed(g.rows, metric.key) for g in c.groups])
          for c in curves.values() if len(c.x) > 1]
   seeds = min((c.seeds for c in curves.values() if len(c.x) > 1), default=0)
   word = verdicts.overall(oks)
   claims.append(verdicts.claim(f"{metric.label} rises with the student's width (at each "
                                f"(M, K, n_train) with several widths)", "rises",
                                f"{verdicts.count(oks)} ({n_seeds(seeds)})", seeds, word, fname,
-                               verdicts.fits_note(rows, metric.id_key)))
+                               readings.fits_note(rows, metric.id_key),
+                               composition=readings.composition(rows, metric),
+                               against_paper=readings.paper_direction(word)))
   return md.verdict(f"{metric.label} rises with width at every (M, K, n_train) with several "
                     f"widths", word, verdicts.count(oks))
 
@@ -189,7 +203,9 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   target = (f"tasks needed: the number of training tasks at which the seed mean of "
             f"{metric.label} / ID reaches {TARGET_OF_ID} (fixed before the data; interpolated "
             f"in log n_train; settings already above it at the fewest tasks give an upper "
-            f"bound and are left out of the fit)")
+            f"bound and are left out of the fit); the same with the absolute target "
+            f"{metric.label} >= {ABSOLUTE_TARGET}, and the exponent is below 1 only when both "
+            f"say so (not judged when they disagree)")
   parts = [md.claim(paper.CLAIMS["scaling_law"]),
            md.rules(target, verdicts.RULES["exponent"], verdicts.RULES["seeds"],
                     verdicts.RULES["lower"], verdicts.RULES["fits"]), "",
@@ -219,22 +235,34 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     body.append([student, M, K, T, needed, "-" if not math.isfinite(c.x) else c.x / T,
                  *md.cells(group, metric)])
   law_file = f"scaling_law_{metric.slug}.png"
+  absolute = {k: aggregate.first_crossing(c.x, c.mean, ABSOLUTE_TARGET)
+              for k, c in curves.items()}
+  hotness = sorted({K for (_, _, K) in crossings})
   for student, (ts, ns, bounds) in points.items():
-    keep = [i for i, b in enumerate(bounds) if not b]
-    fit = aggregate.fit_power_law([ts[i] for i in keep], [ns[i] for i in keep])
+    fit, judgement = _law(ts, ns, bounds)
     fits[student] = fit
-    judgement = verdicts.below(verdicts.exponent_interval(fit.exponent, fit.exponent_se,
-                                                          fit.n), 1.0)
-    word = verdicts.word(judgement.ok)
+    a_fit, a_judgement = _law(*_points(absolute, student))
+    # Both targets must agree: the relative one eases where ID falls (large M).
+    word = verdicts.word(judgement.ok if judgement.ok == a_judgement.ok else None)
     law = (f"tasks needed = {fit.prefactor:.3g} T^{fit.exponent:.3f}, exponent (95% interval) "
            f"{judgement.detail}, {fit.n} points ({n_seeds(seeds)})"
            if math.isfinite(fit.exponent) else f"no fit ({fit.n} points)")
+    law_abs = (f"with the absolute target {metric.label} >= {ABSOLUTE_TARGET}: exponent "
+               f"{a_judgement.detail}, {a_fit.n} points")
     parts.append(md.verdict(f"{student}: tasks needed grow more slowly than T (exponent < 1; "
-                            f"so the fraction of tasks needed falls as T grows)", word, law))
-    claims.append(verdicts.claim(f"{student}: training tasks needed grow sub-exponentially "
-                                 f"(power law in T with exponent < 1)", "sub-exponential",
-                                 law, seeds, word, law_file,
-                                 f"target {metric.label} / ID >= {TARGET_OF_ID}"))
+                            f"so the fraction of tasks needed falls as T grows; relative and "
+                            f"absolute targets both)", word, f"{law}; {law_abs}"))
+    t_max = max(ts, default=0)
+    claims.append(verdicts.claim(
+        f"{student}: training tasks needed grow sub-exponentially (power law in T with "
+        f"exponent < 1)", "sub-exponential", f"{law}; {law_abs}", seeds, word, law_file,
+        f"targets {metric.label} / ID >= {TARGET_OF_ID} and {metric.label} >= "
+        f"{ABSOLUTE_TARGET}",
+        composition=f"relative target (OOD / ID, the gap) exponent {judgement.detail}; "
+        f"absolute target (fit and gap together) {a_judgement.detail}",
+        against_paper=f"{readings.NOT_TESTABLE_YET}: K = {', '.join(map(str, hotness))} only "
+        f"and T <= {t_max}, where a power law with exponent < 1 is not told apart from other slow "
+        f"growth; the paper's sub-exponential claim needs a second K (issue 40, item 3)"))
   parts += _student_comparison(rows, by)
   path = figures.law_png(points, fits, os.path.join(out_dir, law_file),
                          f"training tasks needed for {metric.label} >= {TARGET_OF_ID} x ID")
@@ -248,13 +276,28 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   return "\n".join(parts), claims
 
 
+def _points(crossings: dict, student: str) -> tuple[list, list, list]:
+  """(T, tasks needed, upper bound?) of one student's reached settings."""
+  got = [(_num_tasks(M, K), c.x, c.bound) for (s, M, K), c in crossings.items()
+         if s == student and math.isfinite(c.x)]
+  return [g[0] for g in got], [g[1] for g in got], [g[2] for g in got]
+
+
+def _law(ts: list, ns: list, bounds: list) -> tuple[aggregate.PowerLaw, verdicts.Judgement]:
+  """The power law through the points that are not upper bounds, and 'exponent below 1'."""
+  keep = [i for i, b in enumerate(bounds) if not b]
+  fit = aggregate.fit_power_law([ts[i] for i in keep], [ns[i] for i in keep])
+  return fit, verdicts.below(verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n),
+                             1.0)
+
+
 def _student_comparison(rows: list[dict], by: tuple[str, ...]) -> list[str]:
   """Transformer vs MLP tasks needed (per seed, log scale) at the (M, K) both have."""
   needed = per_seed_needed(rows, by)
   shared = [(M, K) for (s, M, K) in needed if s == "transformer" and ("mlp", M, K) in needed]
   if not shared:
     return []
-  oks = [fewer_needed(needed[("transformer", M, K)], needed[("mlp", M, K)]).ok
+  oks = [fewer_needed(needed[("transformer", M, K)], needed[("mlp", M, K)])
          for M, K in shared]
   return [md.verdict("the transformer needs clearly fewer training tasks than the MLP (log "
                      "tasks needed per seed)", verdicts.overall(oks),

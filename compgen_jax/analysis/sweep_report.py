@@ -18,6 +18,7 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import (
   load,
   paper,
+  registration,
   sections_data,
   sections_encodings,
   sections_layers,
@@ -210,7 +211,8 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
            f"± 1 s.d. over seeds. Verdicts compare seed means by 95% intervals and say "
            f"*not judged* where there are too few seeds; each section states its rules. "
            f"Claims: `{CLAIMS_FILE}`. Written by `python experiments/report.py "
-           f"--sweep_dir={portable(index['sweep_dir'], launch_repo(index, sweep_dir))}`.", ""]
+           f"--sweep_dir={portable(index['sweep_dir'], launch_repo(index, sweep_dir))}`.", "",
+           registration.sentence(index.get("started")), ""]
   claims = []
   if not rows:
     parts.append("No finished runs yet.")
