@@ -89,7 +89,8 @@ def test_scaling_law_recovers_a_planted_exponent(tmp_path):
   text = _report(_fake_sweep(tmp_path, "scaling_law", "configs/hyperteacher.py:tiny", programs))
   verdicts = _verdicts(text)
   assert verdicts["mlp: tasks needed grow more slowly than T (exponent < 1; so the fraction "
-                  "of tasks needed falls as T grows; relative and absolute targets both)"] == "shown"
+                  "of tasks needed falls as T grows; relative and absolute targets both)"
+                  ] == "shown"
   assert "T^0.600, exponent (95% interval) 0.600 [0.600, 0.600], 4 points" in text
   assert "reaches 0.9 (fixed before the data" in text
   assert os.path.exists(tmp_path / "scaling_law" / "scaling_law_ood_r2.png")
@@ -151,7 +152,8 @@ def test_encoding_table_and_decodability(tmp_path):
          "0.510 ± 0.010 | - |" in text
   assert "| few-shot (`few_shot`) | 0.900 |" in text
   assert "the paper's table" not in texts["model_size"]
-  assert "Pearson r of task decodability with OOD R^2: r = 1.000" in texts["model_size"]
+  assert ("Pearson r of task decodability with OOD R^2: r = 1.000, no interval (6 runs, 6 "
+          "clusters: fewer than 10)") in texts["model_size"]
   # No ID metric in these rows: the partial r given ID, the verdict, is undefined.
   assert _verdicts(texts["model_size"])[
       "strong positive correlation given ID (partial r of task decodability with OOD R^2 given "

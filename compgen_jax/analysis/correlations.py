@@ -13,6 +13,9 @@ from compgen_jax.analysis import verdicts
 
 BOOTSTRAP_DRAWS = 2000  # resamples of the clusters; the generator's seed is fixed (byte-stable)
 BOOTSTRAP_SEED = 0
+# A percentile interval over fewer clusters than this covers too little (a handful of clusters
+# cannot show the spread between them): the correlation is then not judged.
+MIN_CLUSTERS = 10
 
 
 class Correlation(NamedTuple):
@@ -57,14 +60,14 @@ def correlation(x, y, covariates=None) -> Correlation:
 
 def clustered(x, y, clusters: list, covariates=None) -> Correlation:
   """The partial r of `correlation` with a 95% percentile interval from BOOTSTRAP_DRAWS
-  resamples of whole clusters (runs sharing a cluster label are drawn together); NaN with fewer
-  than 3 clusters. Resamples without spread are skipped."""
+  resamples of whole clusters (runs sharing a cluster label are drawn together); no interval
+  (NaN ends) with fewer than MIN_CLUSTERS clusters. Resamples without spread are skipped."""
   x, y, c, ok = _usable(x, y, covariates)
   labels = np.asarray([str(v) for v in clusters])[ok]
   point = correlation(x, y, c)
   names = list(dict.fromkeys(labels))  # in the order the runs give them
-  if not math.isfinite(point.r) or len(names) < 3:
-    return Correlation(math.nan, math.nan, math.nan, point.n, point.given, len(names))
+  if not math.isfinite(point.r) or len(names) < MIN_CLUSTERS:
+    return Correlation(point.r, math.nan, math.nan, point.n, point.given, len(names))
   # A resample is a count per cluster; each run weighs its cluster's count, and the partial r
   # of every resample comes at once from its weighted covariance matrix S of [x, y, c]: the
   # covariance of x and y given c is S_xy - S_xc S_cc^-1 S_cy (only S_cc is inverted).
@@ -97,12 +100,15 @@ def text(c: Correlation) -> str:
   """'r = 0.288 [0.020, 0.518], 54 runs (27 clusters)'."""
   if not math.isfinite(c.r):
     return f"undefined ({c.n} runs" + (f", {c.clusters} clusters)" if c.clusters else ")")
+  if not math.isfinite(c.low):
+    return (f"r = {c.r:.3f}, no interval ({c.n} runs, {c.clusters} clusters: fewer than "
+            f"{MIN_CLUSTERS})")
   return (f"r = {c.r:.3f} [{c.low:.3f}, {c.high:.3f}], {c.n} runs"
           + (f" ({c.clusters} clusters)" if c.clusters else ""))
 
 
 def strong(c: Correlation, bar: float = verdicts.CORRELATION_BAR) -> verdicts.Judgement:
   """A strong positive correlation: the interval's lower end at least `bar`."""
-  if not math.isfinite(c.r):
-    return verdicts.Judgement(None, f"too few runs or clusters ({c.n} runs)")
+  if not math.isfinite(c.low):
+    return verdicts.Judgement(None, text(c))
   return verdicts.Judgement(bool(c.low >= bar), text(c))

@@ -46,7 +46,7 @@ def save(fig, path: str) -> str:
   return path
 
 
-def _grid(n: int, width: float = 4.2, height: float = 3.4):
+def grid(n: int, width: float = 4.2, height: float = 3.4):
   cols = min(n, MAX_COLUMNS)
   rows = math.ceil(n / cols)
   fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
@@ -86,7 +86,7 @@ def curves_png(panels: list[tuple[str, list[Series]]], path: str, xlabel: str, y
                title: str = "") -> str:
   """One panel per (title, series); each series a line of means (s.d. error bars with >= 2
   seeds, its ID metric dashed) and a dashed horizontal line at `hline`, e.g. a target."""
-  fig, axes = _grid(len(panels))
+  fig, axes = grid(len(panels))
   # A label keeps its colour in every panel (e.g. 'K = 3, width 32' wherever it appears).
   colors = {label: plt.cm.tab10(i % 10) for i, label in enumerate(
       dict.fromkeys(s.label for _, series in panels for s in series))}
@@ -169,7 +169,7 @@ def layers_png(panels: list[tuple[str, list[Series]]], path: str, ylabel: str,
                title: str = "") -> str:
   """Per panel (e.g. a depth) a profile over layer positions per series (e.g. failing and
   succeeding runs); x holds layer names."""
-  fig, axes = _grid(len(panels))
+  fig, axes = grid(len(panels))
   for ax, (panel, series) in zip(axes, panels, strict=True):
     for i, s in enumerate(series):
       color = GROUP_COLORS.get(s.label.split(" ")[0], plt.cm.tab10(i % 10))
@@ -189,13 +189,17 @@ def layers_png(panels: list[tuple[str, list[Series]]], path: str, ylabel: str,
 
 
 def law_png(points: dict[str, tuple[list, list, list]], fits: dict[str, PowerLaw], path: str,
-            title: str) -> str:
+            title: str, seeds: dict[str, tuple[list, list]] | None = None) -> str:
   """Log-log tasks needed (y) against total tasks T (x) per label, open markers for upper
-  bounds, each label's fitted power law, and y = T (every task) for reference."""
+  bounds, each label's fitted power law, y = T (every task) for reference, and each seed's own
+  crossing as a small dot where given (`seeds`: label -> (T, tasks needed))."""
   fig, ax = plt.subplots(figsize=(5.2, 4.2))
   all_t = [t for ts, _, _ in points.values() for t in ts]
   for i, (label, (ts, ns, bounds)) in enumerate(points.items()):
     color = plt.cm.tab10(i % 10)
+    if seeds and seeds.get(label):
+      ax.scatter(*seeds[label], color=color, s=8, alpha=0.5, zorder=2,
+                 label=f"{label}: each seed")
     ts, ns, bounds = np.asarray(ts), np.asarray(ns), np.asarray(bounds, bool)
     ax.scatter(ts[~bounds], ns[~bounds], color=color, label=label, zorder=3)
     ax.scatter(ts[bounds], ns[bounds], facecolors="none", edgecolors=color, zorder=3)

@@ -264,11 +264,19 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         f"and T <= {t_max}, where a power law with exponent < 1 is not told apart from other slow "
         f"growth; the paper's sub-exponential claim needs a second K (issue 40, item 3)"))
   parts += _student_comparison(rows, by)
+  per_seed = {}
+  for (student, M, K), cs in per_seed_needed(rows, by).items():
+    ts, ns = per_seed.setdefault(student, ([], []))
+    for c in cs:
+      if math.isfinite(c.x) and not c.bound:
+        ts.append(_num_tasks(M, K))
+        ns.append(c.x)
   path = figures.law_png(points, fits, os.path.join(out_dir, law_file),
-                         f"training tasks needed for {metric.label} >= {TARGET_OF_ID} x ID")
+                         f"training tasks needed for {metric.label} >= {TARGET_OF_ID} x ID",
+                         per_seed)
   parts += [md.figure(os.path.basename(path), "scaling law", f"tasks needed from the seed-mean "
-                      f"curves; open markers: upper bounds; {figures.caption(seeds)} behind "
-                      f"each curve."),
+                      f"curves; open markers: upper bounds; small dots: each seed's own "
+                      f"crossing; {figures.caption(seeds)} behind each curve."),
             md.figure(curves_file, "curves", f"{metric.label} (solid) and ID (dashed); "
                       f"{figures.caption(seeds)}."), "",
             md.table(["student", "M", "K", "T", "tasks needed", "fraction of T",

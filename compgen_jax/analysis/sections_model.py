@@ -208,7 +208,8 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
 
 
 BOOTSTRAP = (f"95% percentile interval of {correlations.BOOTSTRAP_DRAWS} bootstrap resamples "
-             f"of whole clusters")
+             f"of whole clusters, not judged with fewer than {correlations.MIN_CLUSTERS} "
+             f"clusters")
 
 
 def seeds(rows: list[dict], metric: Metric) -> int:

@@ -43,8 +43,8 @@ RULES = {
     "exponent": "exponent below 1 when the upper end of its 95% interval (the regression's "
                 "standard error x the t quantile at n - 2 degrees of freedom) is below 1; not "
                 "shown when the lower end is above 1; not judged when the interval holds 1",
-    "correlation": f"a strong correlation when the lower end of the 95% Fisher-z interval of "
-                   f"Pearson r (and of the partial r given the swept sizes) is >= "
+    "correlation": f"a strong correlation when the lower end of the 95% interval of the r "
+                   f"judged (Fisher-z, or a cluster bootstrap where stated) is >= "
                    f"{CORRELATION_BAR} (else no)",
     "per_seed": "rises monotonically also asks every seed's own curve (seed s at each point) "
                 "never to fall from one point to the next",
