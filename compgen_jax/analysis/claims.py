@@ -95,9 +95,7 @@ def table(claims: list[dict]) -> str:
 def summary(claims: list[dict]) -> str:
   """The paragraph above the table, counted from the verdicts and the paper readings: what is
   reproduced, what only as a trend at CPU scale, what is not testable here, what is contradicted
-  (readings.CONTRADICTS) and what is not reproduced."""
-  def names(cs):
-    return "; ".join(f"{c['claim']} ({c['experiment']})" for c in cs) or "none"
+  (readings.CONTRADICTS, named in full) and what is not reproduced (counts per experiment)."""
   untestable = [c for c in claims if c["verdict"] == verdicts.NOT_TESTABLE
                 or readings.NOT_TESTABLE_YET in c["against_paper"]]
   rest = [c for c in claims if c not in untestable]
@@ -110,18 +108,29 @@ def summary(claims: list[dict]) -> str:
   other = [c for c in rest if c not in reproduced and c not in trend]
   reg = registration.registered()
   return "\n".join([
-      f"**In short** ({len(claims)} claims rows, from the verdicts below; rules registered in "
-      f"`{registration.REGISTRATION_FILE}`"
-      + (f" at commit {reg[0]}, after every sweep's rows were made, so every verdict is post "
-         f"hoc" if reg else "") + "):",
+      f"**In short** ({len(claims)} claims rows, counted from the verdicts and readings below; "
+      f"rules registered in `{registration.REGISTRATION_FILE}`"
+      + (f" at commit {reg[0]} ({reg[1]} UTC); each report says whether its rows were made "
+         f"before that, i.e. whether its verdicts are post hoc" if reg else "") + "):",
       f"- **reproduced** (shown, and the interval reaches the paper's value or direction): "
-      f"{len(reproduced)}: {names(reproduced)}.",
+      f"{_per_experiment(reproduced)}.",
       f"- **only as a trend at CPU scale** (shown in part, or short of the paper's value): "
-      f"{len(trend)}: {names(trend)}.",
-      f"- **not testable here** (yet): {len(untestable)}: {names(untestable)}.",
-      f"- **contradicted** by these runs: {len(contradicted)}: {names(contradicted)}.",
-      f"- **not reproduced** (not shown or not judged, without contradicting): {len(other)}: "
-      f"{names(other)}."])
+      f"{_per_experiment(trend)}.",
+      f"- **not testable here (yet)** against the paper's claim (the verdict may still read "
+      f"the composition; the reason is in the row): {_per_experiment(untestable)}.",
+      f"- **contradicted** by these runs: {len(contradicted)}"
+      + "".join(f"; {c['claim']} ({c['experiment']}: {c['ours']})" for c in contradicted) + ".",
+      f"- **not reproduced** (not shown or not judged, without contradicting): "
+      f"{_per_experiment(other)}."])
+
+
+def _per_experiment(claims: list[dict]) -> str:
+  """'5 (data_scaling 2, task_support 3)'."""
+  counts: dict = {}
+  for c in claims:
+    counts[c["experiment"]] = counts.get(c["experiment"], 0) + 1
+  return f"{len(claims)}" + (" (" + ", ".join(f"{e} {n}" for e, n in counts.items()) + ")"
+                              if counts else "")
 
 
 def with_table(readme: str, block: str) -> str:
