@@ -197,3 +197,15 @@ def _np_welch(a, b) -> tuple[float, float, float]:
   dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
   d, half = a.mean() - b.mean(), stats.t.ppf(0.975, dof) * math.sqrt(va + vb)
   return d, d - half, d + half
+
+
+def test_a_shortfall_from_the_paper_is_split_into_fit_and_gap():
+  paper = 1.0
+  ood, id_ = [0.968, 0.970, 0.969], [0.977, 0.976, 0.978]  # the encoding table's identity row
+  text = readings.against_value(ood, id_, paper)
+  fit, gap = paper - np.mean(id_), np.mean(id_) - np.mean(ood)
+  assert f"{fit:.3f} of it fit" in text and f"{gap:.3f} the gap ID - OOD" in text
+  assert text.endswith("mostly fit")
+  wide_gap = readings.against_value([0.75, 0.76, 0.77], [0.92, 0.91, 0.93], 0.95)
+  assert "mostly the gap" in wide_gap
+  assert readings.against_value([0.99, 1.0, 1.01], id_, paper).endswith(readings.REACHES)

@@ -31,6 +31,7 @@ class Series(NamedTuple):
   seeds: int = 1  # the fewest seeds behind any point
   id_mean: list | None = None  # the ID metric, drawn dashed in the same colour
   id_sd: list | None = None
+  points: list | None = None  # per x, each seed's value: dots where the per-seed rule decides
 
 
 def caption(seeds: int) -> str:
@@ -96,6 +97,8 @@ def curves_png(panels: list[tuple[str, list[Series]]], path: str, xlabel: str, y
       bars = s.sd if s.seeds >= 2 else None
       ax.errorbar(s.x, s.mean, yerr=bars, marker="o", ms=4, capsize=3, color=color,
                   label=s.label)
+      for x, seeds in zip(s.x, s.points or [], strict=False):
+        ax.plot([x] * len(seeds), seeds, ".", color=color, ms=3, alpha=0.5)
       if s.id_mean is not None:
         ax.errorbar(s.x, s.id_mean, yerr=s.id_sd if s.seeds >= 2 else None, ls="--", lw=1,
                     marker=".", capsize=2, color=color, alpha=0.7)

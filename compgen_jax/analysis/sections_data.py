@@ -28,12 +28,15 @@ def _num_tasks(M, K) -> int:
   return combinatorics.num_tasks(int(M), int(K))
 
 
-def series(label: str, curve: aggregate.Curve, id_curve: aggregate.Curve | None) -> figures.Series:
-  """A figure's line of a curve, with the ID curve of the same settings dashed beside it."""
+def series(label: str, curve: aggregate.Curve, id_curve: aggregate.Curve | None,
+           key: str | None = None) -> figures.Series:
+  """A figure's line of a curve, with the ID curve of the same settings dashed beside it (and,
+  given the metric's `key`, each seed's value as a dot)."""
   same = id_curve is not None and id_curve.x == curve.x and any(
       math.isfinite(m) for m in id_curve.mean)
   return figures.Series(label, curve.x, curve.mean, curve.sd, curve.seeds,
-                        id_curve.mean if same else None, id_curve.sd if same else None)
+                        id_curve.mean if same else None, id_curve.sd if same else None,
+                        [aggregate.values(g.rows, key) for g in curve.groups] if key else None)
 
 
 MODEL_KEYS = (("student.mlp.width", "width"), ("student.mlp.depth", "depth"))
@@ -106,13 +109,15 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                            table)]
     panels: dict = {}
     for key, c in curves.items():
-      panels.setdefault(key[0], []).append(series(_line_label(key, models), c, ids.get(key)))
+      panels.setdefault(key[0], []).append(series(_line_label(key, models), c, ids.get(key),
+                                                  metric.key))
     path = figures.curves_png([(f"M = {M}", ss) for M, ss in panels.items()],
                               os.path.join(out_dir, fname), "number of training tasks",
                               metric.label, chance=metric.chance, title=figures.caption(seeds))
     parts.append(md.figure(os.path.basename(path), f"{metric.label} vs training tasks",
                            f"{metric.label} (solid) and ID (dashed) against the number of "
-                           f"training tasks; {figures.caption(seeds)}."))
+                           f"training tasks; {figures.caption(seeds)}; dots: each seed (the "
+                           f"rising rule asks every seed's curve to rise)."))
   first = aggregate.group(rows, (*by, "n_train"), metrics[0].key)
   body = [[*g.key[:2], _num_tasks(*g.key[:2]), *g.key[2:], g.rows[0].get("frac_ood"),
            *(c for m in metrics for c in md.cells(g.rows, m)), g.n] for g in first]

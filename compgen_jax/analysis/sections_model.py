@@ -82,14 +82,14 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                             "detail (95% intervals)", "gain per doubling (last)",
                             f"width to {GENERALIZES} (extrapolated)"], table)]
     panels = [(f"encoding: {enc}", [sections_data.series(f"depth {d}", c,
-                                                         ids.get(enc, {}).get(d))
+                                                         ids.get(enc, {}).get(d), metric.key)
                                     for d, c in lines.items()])
               for enc, lines in curves.items()]
     path = figures.curves_png(panels, os.path.join(out_dir, fname), "MLP width", metric.label,
                               xscale="log2", chance=metric.chance, title=figures.caption(seeds))
     parts.append(md.figure(os.path.basename(path), f"{metric.label} vs width",
                            f"{metric.label} (solid) and ID (dashed) against width; "
-                           f"{figures.caption(seeds)}."))
+                           f"{figures.caption(seeds)}; dots: each seed."))
   parts.append("\n" + _model_table(rows, metrics, keys))
   return "\n".join(parts), claims
 
