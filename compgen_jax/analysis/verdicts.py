@@ -1,6 +1,7 @@
 """The sweep report's rules for saying yes, one mechanism for every section: comparisons of seed
 means by 95% Welch t-intervals, rises within the seeds' noise (pooled along the curve), fitted
-exponents with their t-interval, correlations with Fisher-z intervals, and the claims.json records.
+exponents with their t-interval, Holm over a claim's comparisons, and the claims.json records
+(correlations: correlations.py; the readings beside each verdict: readings.py).
 
 A judgement is True (yes), False (no) or None (not judged: too few seeds, runs or points)."""
 
