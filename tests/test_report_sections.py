@@ -17,6 +17,7 @@ from compgen_jax.analysis import (
   correlations,
   sections_data,
   sections_encodings,
+  sections_law,
   sections_layers,
   sections_model,
   sweep_report,
@@ -88,7 +89,7 @@ def _law_rows(rng, exponent: float, noise: float, Ms=(5, 6, 7, 8, 9), seeds=2) -
 ])
 def test_scaling_law_exponent_interval(tmp_path, exponent, noise, Ms, verdict):
   rng = np.random.default_rng(5)
-  text, claims = sections_data.scaling_law(_law_rows(rng, exponent, noise, Ms), R2,
+  text, claims = sections_law.scaling_law(_law_rows(rng, exponent, noise, Ms), R2,
                                            str(tmp_path))
   (claim,) = claims
   assert claim["verdict"] == verdict, claim

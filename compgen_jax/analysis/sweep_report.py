@@ -21,6 +21,7 @@ from compgen_jax.analysis import (
   registration,
   sections_data,
   sections_encodings,
+  sections_law,
   sections_layers,
   sections_model,
   sections_steps,
@@ -74,7 +75,7 @@ EXPERIMENTS = {
                                         (MODEL, DECODABILITY)),
     "width_depth_demo": Experiment("Width x depth (demo sweep)", (MODEL, DECODABILITY)),
     "scaling_law": Experiment("Scaling law (hyperteacher)", (
-        ("Training tasks needed vs total tasks", sections_data.scaling_law),)),
+        ("Training tasks needed vs total tasks", sections_law.scaling_law),)),
     "transformer_vs_mlp": Experiment("Transformer vs MLP at matched parameter counts", (
         ("Transformer vs MLP", sections_students.transformer_vs_mlp),)),
     "encoding_nonlinearity": Experiment(
