@@ -76,17 +76,14 @@ def collect(results_dir: str) -> list[dict]:
   return sorted(out, key=lambda r: r["experiment"])
 
 
-def _cell(text: str) -> str:
-  return " ".join(text.split()).replace("|", "\\|")  # one line; a | would end the cell
-
-
 def table(claims: list[dict]) -> str:
   """The claims as a markdown table (links relative to RESULTS)."""
   if not claims:
     return (f"No claims yet: no `<experiment>/{CLAIMS_FILE}` (each sweep's report writes "
             f"one).")
-  rows = [[f"{_cell(c['claim'])} ({c['experiment']})", _cell(c["paper"]), _cell(c["ours"]),
-           f"**{c['verdict']}**", _cell(c["composition"]), _cell(c["against_paper"]),
+  cell = md.text_cell
+  rows = [[f"{cell(c['claim'])} ({c['experiment']})", cell(c["paper"]), cell(c["ours"]),
+           f"**{c['verdict']}**", cell(c["composition"]), cell(c["against_paper"]),
            f"[{os.path.basename(c['figure'])}]({c['figure']})" if c["figure"] else "-"]
           for c in claims]
   return summary(claims) + "\n\n" + md.table(HEADER, rows)

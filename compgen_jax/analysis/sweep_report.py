@@ -46,6 +46,7 @@ METRICS = {
 }
 CLAIMS_FILE = workdir_lib.CLAIMS_FILE
 SETTING_HEADING = "## Setting against the paper's"
+CLAIMS_HEADING = "## Claims and their two readings"
 RUNS_HEADING = "## Runs"  # the last section: wall times and command lines, which differ per run
 
 
@@ -224,6 +225,11 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
       claims += [{**c, "experiment": name} for c in found]
       if text:
         parts += [f"## {heading}", "", text, ""]
+  if claims:  # each verdict with its two readings, as the claims table shows them
+    parts += [CLAIMS_HEADING, "", md.table(
+        ["claim", "verdict", "composition (OOD against ID)", "against the paper's value"],
+        [[md.text_cell(c["claim"]), f"**{c['verdict']}**", md.text_cell(c["composition"]),
+          md.text_cell(c["against_paper"])] for c in claims]), ""]
   parts += [RUNS_HEADING, "", runs_section(index, rows, sweep_dir), ""]
   write_claims(out_dir, claims)
   return "\n".join(parts)
