@@ -227,7 +227,7 @@ def test_tiny_sweep_end_to_end(tiny_sweep, tmp_path):
   assert _table_cells(text, "Data scaling") == expected
   assert len(expected) == 4
   assert "experiments/probe.py" in text and "every program finished: **yes**" in text
-  assert "strong positive correlation of task decodability" in text
+  assert "strong positive correlation given ID (partial r of task decodability" in text
   # its setting against the paper preset's 300k steps and 3 seeds (tiny: 100 steps, 2 seeds)
   setting = text.split("## Setting against the paper's")[1].split("\n## ")[0]
   assert "| train.num_steps |" in setting and "300,000" in setting and "| num_seeds |" in setting
