@@ -26,7 +26,8 @@ written by make.
 
 def _claim(experiment, claim, verdict="shown", figure=None, **extra):
   return {"experiment": experiment, "claim": claim, "paper": "1.0", "ours": "0.93 ± 0.01 (2 seeds)",
-          "seeds": 2, "verdict": verdict, "figure": figure, "note": "", **extra}
+          "seeds": 2, "verdict": verdict, "figure": figure, "note": "", "composition": "gap 0.01",
+          "against_paper": "reaches it", **extra}
 
 
 @pytest.fixture
@@ -55,12 +56,18 @@ def test_table_goes_between_markers_after_the_first_paragraph(results):
   table, tail = rest.split(claims.END)
   assert head == README.split("\n\n| experiment")[0] + "\n\n"  # heading + first paragraph
   assert tail == "\n\n| experiment" + README.split("\n\n| experiment")[1]  # the rest untouched
-  assert "| claim | paper | ours (mean ± s.d., seeds) | verdict | figure |" in table
+  assert ("| claim | paper | ours (mean ± s.d., seeds) | verdict | composition (OOD against ID) "
+          "| against the paper's value | figure |") in table
   assert ("| OOD rises with tasks (data_scaling) | 1.0 | 0.93 ± 0.01 (2 seeds) | **shown** | "
-          "[ds.png](data_scaling/ds.png) |") in table
+          "gap 0.01 | reaches it | [ds.png](data_scaling/ds.png) |") in table
   assert "| decodability \\| OOD (data_scaling) |" in table  # a | in a cell is escaped
-  assert "| wider is better (model_size) | 1.0 | 0.93 ± 0.01 (2 seeds) | **partial** | - |" \
-      in table
+  assert ("| wider is better (model_size) | 1.0 | 0.93 ± 0.01 (2 seeds) | **partial** | gap 0.01 "
+          "| reaches it | - |") in table
+  # The summary above the table counts the verdicts: shown and reaching the paper: reproduced.
+  assert ("**reproduced** (shown, and the interval reaches the paper's value or direction): 1 "
+          "(data_scaling 1).") in table
+  assert "**only as a trend at CPU scale** (shown in part, or short of the paper's value): 1 " \
+      "(model_size 1)." in table
 
 
 def test_a_second_run_is_idempotent_and_updates_in_place(results):
@@ -74,7 +81,9 @@ def test_a_second_run_is_idempotent_and_updates_in_place(results):
   text = open(results / "README.md").read()
   assert text.count(claims.BEGIN) == 1 and text.count(claims.END) == 1
   assert "| wider is better (model_size) | 1.0 | 0.93 ± 0.01 (2 seeds) | **shown** |" in text
-  assert text.replace("**shown** | - |", "**partial** | - |") == first[0]
+  table = [line for line in text.split("\n") if line.startswith("| wider")]
+  assert [line.replace("**shown**", "**partial**") for line in table] == [
+      line for line in first[0].split("\n") if line.startswith("| wider")]
 
 
 @pytest.mark.parametrize("record, field, message", [
@@ -140,3 +149,18 @@ def test_binary(results):
                         capture_output=True, text=True, cwd=REPO)
   assert done.returncode == 2 and "not valid JSON" in done.stderr
   assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_the_summary_counts_untestable_and_contradicted_claims():
+  records = [_claim("a", "x", "shown", against_paper="the paper gives a direction, no value: "
+                    "ours agrees"),
+             _claim("a", "y", "not testable here", against_paper="-"),
+             _claim("b", "z", "shown", against_paper="not testable here yet: one K"),
+             _claim("b", "w", "not shown", ours="0.88 vs 0.92",
+                    against_paper="the paper gives a direction, no value: ours contradicts it"),
+             _claim("b", "v", "not judged", against_paper="-")]
+  text = claims.summary(records)
+  assert "(shown, and the interval reaches the paper's value or direction): 1 (a 1)." in text
+  assert "the reason is in the row): 2 (a 1, b 1)." in text
+  assert "**contradicted** by these runs: 1; w (b: 0.88 vs 0.92)." in text
+  assert "without contradicting): 1 (b 1)." in text

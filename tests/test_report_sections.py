@@ -14,8 +14,10 @@ from scipy import stats
 
 from compgen_jax.analysis import (
   aggregate,
+  correlations,
   sections_data,
   sections_encodings,
+  sections_law,
   sections_layers,
   sections_model,
   sweep_report,
@@ -87,7 +89,7 @@ def _law_rows(rng, exponent: float, noise: float, Ms=(5, 6, 7, 8, 9), seeds=2) -
 ])
 def test_scaling_law_exponent_interval(tmp_path, exponent, noise, Ms, verdict):
   rng = np.random.default_rng(5)
-  text, claims = sections_data.scaling_law(_law_rows(rng, exponent, noise, Ms), R2,
+  text, claims = sections_law.scaling_law(_law_rows(rng, exponent, noise, Ms), R2,
                                            str(tmp_path))
   (claim,) = claims
   assert claim["verdict"] == verdict, claim
@@ -99,20 +101,22 @@ def test_scaling_law_exponent_interval(tmp_path, exponent, noise, Ms, verdict):
 def test_decodability_partial_correlation_can_say_no(tmp_path):
   rng = np.random.default_rng(6)
   n = np.repeat([8.0, 16.0, 32.0, 64.0], 10)
-  size = np.log(n)
+  fit = 0.2 * np.log(n)
   base = {"task.num_modules": 8, "task.max_hotness": 2, "program": "p", "encoding.name": "id"}
-  # Decodability and OOD both rise with n_train, independently noisy given it: a strong r that
-  # the partial r given log n_train takes away.
-  rows = [{**base, "n_train": ni, "seed": i, "z/best/ood_r2": 0.2 * s + rng.normal(0, 0.02),
-           "ood/r2": 0.2 * s + rng.normal(0, 0.02)}
-          for i, (ni, s) in enumerate(zip(n, size, strict=True))]
+  # Decodability and OOD both follow how well the students fit (ID), independently noisy given
+  # it: a strong r that the partial r given ID takes away.
+  rows = [{**base, "n_train": ni, "seed": i, "id/r2": f + rng.normal(0, 0.005),
+           "z/best/ood_r2": f + rng.normal(0, 0.02), "ood/r2": f + rng.normal(0, 0.02)}
+          for i, (ni, f) in enumerate(zip(n, fit, strict=True))]
   text, (claim,) = sections_model.decodability(rows, R2, str(tmp_path))
-  assert "(Pearson r): **yes**" in text and "partial r): **no**" in text
-  assert claim["verdict"] == "partial"
-  ours = verdicts.correlation([r["z/best/ood_r2"] for r in rows], [r["ood/r2"] for r in rows])
+  assert "(partial r of task decodability with OOD R^2 given ID R^2): **no**" in text
+  assert claim["verdict"] == "not shown" and "Pearson r = 0.9" in claim["ours"]
+  assert "40 clusters" in claim["ours"]  # (program, seed): every run its own here
+  ours = correlations.correlation([r["z/best/ood_r2"] for r in rows],
+                                 [r["ood/r2"] for r in rows])
   assert ours.r == pytest.approx(stats.pearsonr([r["z/best/ood_r2"] for r in rows],
                                                 [r["ood/r2"] for r in rows]).statistic)
-  # OOD driven by decodability itself: the partial r stays strong.
+  # OOD driven by decodability itself, beyond the fit: the partial r stays strong.
   for r in rows:
     r["ood/r2"] = r["z/best/ood_r2"] + rng.normal(0, 0.005)
   _, (claim,) = sections_model.decodability(rows, R2, str(tmp_path))
@@ -124,6 +128,7 @@ def _layer_rows(fail_profiles, succeed_profiles) -> list[dict]:
   for ok, profiles in ((False, fail_profiles), (True, succeed_profiles)):
     for i, profile in enumerate(profiles):
       rows.append({"encoding.name": "identity", "student.mlp.depth": len(profile), "seed": i,
+                   "student.name": "mlp", "student.mlp.width": 64,
                    "program": "p", "n_train": 10, "id/r2": 0.95, "ood/r2": 0.9 if ok else 0.4,
                    "z/input/ood_r2": 1.0, "z/readout/ood_r2": 0.1, "z/best/ood_r2": max(profile),
                    **{f"z/dense_{j}/ood_r2": v for j, v in enumerate(profile)}})
@@ -137,13 +142,17 @@ def test_layers_failing_runs_lose_the_constituents(tmp_path):
   assert claim["verdict"] == "shown" and (tmp_path / claim["figure"]).exists()
   assert sections_layers.hidden_layers(_layer_rows(fail, succeed)) == [
       "dense_0", "dense_1", "dense_2"]
-  assert "| 3 | failing | 3 |" in text and "dense_2: 0.400 ± 0.020" in text
+  assert "| mlp 3x64 | failing | 3 |" in text and "dense_2: 0.400 ± 0.020" in text
   flat = [(0.6, 0.61, 0.6), (0.58, 0.6, 0.59), (0.61, 0.6, 0.62)]
   _, (claim,) = sections_layers.layers(_layer_rows(flat, succeed), R2, str(tmp_path))
   assert claim["verdict"] == "partial"  # lower than succeeding runs, but no loss with depth
   for few in (_layer_rows(fail[:1], succeed), _layer_rows(fail, succeed[:1])):
     _, (claim,) = sections_layers.layers(few, R2, str(tmp_path))
-    assert claim["verdict"] == "not judged"
+    assert claim["verdict"] == "not testable here"
+  # Runs of an architecture that does not fit are left out: nothing to compare.
+  unfit = [{**r, "id/r2": 0.5} for r in _layer_rows(fail, succeed)]
+  text, (claim,) = sections_layers.layers(unfit, R2, str(tmp_path))
+  assert claim["verdict"] == "not testable here" and "no architecture fits" in claim["note"]
   unprobed = [{k: v for k, v in r.items() if not k.startswith("z/")}
               for r in _layer_rows(fail, succeed)]
   text, (claim,) = sections_layers.layers(unprobed, R2, str(tmp_path))

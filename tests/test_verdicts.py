@@ -11,6 +11,7 @@ from scipy import stats
 
 from compgen_jax.analysis import (
   aggregate,
+  correlations,
   verdicts,
 )
 
@@ -28,7 +29,7 @@ def test_intervals_match_scipy():
   m = verdicts.mean_interval(a)
   assert (m.low, m.high) == pytest.approx(stats.t.interval(0.95, 4, a.mean(), stats.sem(a)))
   assert verdicts.difference([0.5], b) is None and verdicts.mean_interval([0.5, "nan"]) is None
-  assert verdicts.difference([1.0, 1.0], [0.5, 0.5]) == (0.5, 0.5, 0.5)  # exact: no spread
+  assert verdicts.difference([1.0, 1.0], [0.5, 0.5])[:3] == (0.5, 0.5, 0.5)  # exact: no spread
 
 
 def test_paired_interval_matches_scipy_and_pairs_only_matching_seeds():
@@ -57,18 +58,18 @@ def test_correlations_match_scipy_and_the_partial_formula():
   n_train = rng.uniform(1, 5, 40)
   x = n_train + rng.normal(0, 0.5, 40)
   y = n_train + 0.5 * x + rng.normal(0, 0.5, 40)
-  c = verdicts.correlation(x, y)
+  c = correlations.correlation(x, y)
   ref = stats.pearsonr(x, y)
   assert c.r == pytest.approx(ref.statistic)
   ci = ref.confidence_interval(0.95)  # Fisher z, as ours
   assert (c.low, c.high) == pytest.approx((ci.low, ci.high))
-  p = verdicts.correlation(x, y, n_train)
+  p = correlations.correlation(x, y, n_train)
   rxy, rxz, ryz = (stats.pearsonr(u, v).statistic for u, v in ((x, y), (x, n_train),
                                                                 (y, n_train)))
   assert p.r == pytest.approx((rxy - rxz * ryz) / math.sqrt((1 - rxz**2) * (1 - ryz**2)))
   z, half = math.atanh(p.r), stats.norm.ppf(0.975) / math.sqrt(40 - 3 - 1)
   assert (p.low, p.high) == pytest.approx((math.tanh(z - half), math.tanh(z + half)))
-  assert math.isnan(verdicts.correlation([1.0, 2.0, 3.0], [1.0, 2.0, 4.0]).r)  # n - 3 < 1
+  assert math.isnan(correlations.correlation([1.0, 2.0, 3.0], [1.0, 2.0, 4.0]).r)  # n < 4
 
 
 def test_exponent_interval_matches_linregress():
@@ -88,7 +89,7 @@ def test_exponent_interval_matches_linregress():
 
 def test_one_seed_judges_nothing():
   assert verdicts.lower([0.1], [0.9]).ok is None
-  assert verdicts.rises([[0.1], [0.5], [0.9]]) == (None, "one seed")
+  assert verdicts.rises([[0.1], [0.5], [0.9]])[:2] == (None, "one seed")
   assert verdicts.within([0.9], [0.9], 0.05).ok is None
   assert verdicts.at_least([0.99], 0.9).ok is None
   assert verdicts.overall([None, None]) == verdicts.NOT_JUDGED

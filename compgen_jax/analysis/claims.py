@@ -15,17 +15,19 @@ import os
 
 from compgen_jax import files
 from compgen_jax.analysis import markdown as md
-from compgen_jax.analysis import verdicts
+from compgen_jax.analysis import readings, registration, verdicts
 from compgen_jax.analysis.sweep_report import CLAIMS_FILE
 from compgen_jax.types import ConfigError
 
 README_FILE = "README.md"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
-VERDICTS = (verdicts.SHOWN, verdicts.PARTIAL, verdicts.NOT_SHOWN, verdicts.NOT_JUDGED)
-HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict", "figure"]
+VERDICTS = verdicts.VERDICTS
+HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict",
+          "composition (OOD against ID)", "against the paper's value", "figure"]
 # field -> (check, what it must be); figure may also be null
 _TEXT = (lambda v: isinstance(v, str), "a string")
 FIELDS = {"experiment": _TEXT, "claim": _TEXT, "paper": _TEXT, "ours": _TEXT, "note": _TEXT,
+          "composition": _TEXT, "against_paper": _TEXT,
           "seeds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                     "an integer >= 0"),
           "verdict": (lambda v: v in VERDICTS, "one of " + ", ".join(map(repr, VERDICTS))),
@@ -74,20 +76,58 @@ def collect(results_dir: str) -> list[dict]:
   return sorted(out, key=lambda r: r["experiment"])
 
 
-def _cell(text: str) -> str:
-  return " ".join(text.split()).replace("|", "\\|")  # one line; a | would end the cell
-
-
 def table(claims: list[dict]) -> str:
   """The claims as a markdown table (links relative to RESULTS)."""
   if not claims:
     return (f"No claims yet: no `<experiment>/{CLAIMS_FILE}` (each sweep's report writes "
             f"one).")
-  rows = [[f"{_cell(c['claim'])} ({c['experiment']})", _cell(c["paper"]), _cell(c["ours"]),
-           f"**{c['verdict']}**",
+  cell = md.text_cell
+  rows = [[f"{cell(c['claim'])} ({c['experiment']})", cell(c["paper"]), cell(c["ours"]),
+           f"**{c['verdict']}**", cell(c["composition"]), cell(c["against_paper"]),
            f"[{os.path.basename(c['figure'])}]({c['figure']})" if c["figure"] else "-"]
           for c in claims]
-  return md.table(HEADER, rows)
+  return summary(claims) + "\n\n" + md.table(HEADER, rows)
+
+
+def summary(claims: list[dict]) -> str:
+  """The paragraph above the table, counted from the verdicts and the paper readings: what is
+  reproduced, what only as a trend at CPU scale, what is not testable here, what is contradicted
+  (readings.CONTRADICTS, named in full) and what is not reproduced (counts per experiment)."""
+  untestable = [c for c in claims if c["verdict"] == verdicts.NOT_TESTABLE
+                or readings.NOT_TESTABLE_YET in c["against_paper"]]
+  rest = [c for c in claims if c not in untestable]
+  contradicted = [c for c in rest if readings.CONTRADICTS in c["against_paper"]]
+  rest = [c for c in rest if c not in contradicted]
+  reproduced = [c for c in rest if c["verdict"] == verdicts.SHOWN
+                and any(p in c["against_paper"] for p in readings.AGREEMENT)]
+  trend = [c for c in rest if c not in reproduced
+           and c["verdict"] in (verdicts.SHOWN, verdicts.PARTIAL)]
+  other = [c for c in rest if c not in reproduced and c not in trend]
+  reg = registration.registered()
+  return "\n".join([
+      f"**In short** ({len(claims)} claims rows, counted from the verdicts and readings below; "
+      f"rules registered in `{registration.REGISTRATION_FILE}`"
+      + (f" at commit {reg[0]} ({reg[1]} UTC); each report says whether its rows were made "
+         f"before that, i.e. whether its verdicts are post hoc" if reg else "") + "):",
+      f"- **reproduced** (shown, and the interval reaches the paper's value or direction): "
+      f"{_per_experiment(reproduced)}.",
+      f"- **only as a trend at CPU scale** (shown in part, or short of the paper's value): "
+      f"{_per_experiment(trend)}.",
+      f"- **not testable here (yet)** against the paper's claim (the verdict may still read "
+      f"the composition; the reason is in the row): {_per_experiment(untestable)}.",
+      f"- **contradicted** by these runs: {len(contradicted)}"
+      + "".join(f"; {c['claim']} ({c['experiment']}: {c['ours']})" for c in contradicted) + ".",
+      f"- **not reproduced** (not shown or not judged, without contradicting): "
+      f"{_per_experiment(other)}."])
+
+
+def _per_experiment(claims: list[dict]) -> str:
+  """'5 (data_scaling 2, task_support 3)'."""
+  counts: dict = {}
+  for c in claims:
+    counts[c["experiment"]] = counts.get(c["experiment"], 0) + 1
+  return f"{len(claims)}" + (" (" + ", ".join(f"{e} {n}" for e, n in counts.items()) + ")"
+                              if counts else "")
 
 
 def with_table(readme: str, block: str) -> str:

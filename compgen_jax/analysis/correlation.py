@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from compgen_jax import metric_writer
-from compgen_jax.analysis import aggregate, load, plots, verdicts
+from compgen_jax.analysis import aggregate, correlations, load, plots
 from compgen_jax.analysis import report as report_lib
 
 TABLE_FILE = "decodability.jsonl"
@@ -76,7 +76,7 @@ def write_report(workdirs: list[str], out_dir: str, lam: float | None = None,
       os.path.join(out_dir, SCATTER_FILE), xlabel=f"decodability ({corr['x']})",
       ylabel="OOD R^2", title=f"Pearson r = {corr['r']:.3f}, R^2 = {corr['r2']:.3f} "
       f"(n = {corr['n']})", groups=[str(r.get("encoding.name") or "") for r in rows])
-  c = verdicts.correlation(*(aggregate.values(rows, k) for k in (corr["x"], "ood/r2")))
+  c = correlations.correlation(*(aggregate.values(rows, k) for k in (corr["x"], "ood/r2")))
   return (f"{text_table(rows, target)}\n\n"
           f"decodability vs OOD R^2 across {corr['n']} runs: Pearson r = {corr['r']:.4f} "
           + (f"(95% Fisher-z interval [{c.low:.4f}, {c.high:.4f}])" if math.isfinite(c.low)

@@ -20,7 +20,7 @@ MAX_COLUMNS = 4
 # No software version or date in the PNG, so a regenerated figure is byte-identical.
 METADATA = {"Software": None}
 # A group keeps its colour whether or not the other one is present.
-GROUP_COLORS = {"succeeding": "tab:green", "failing": "tab:red"}
+GROUP_COLORS = {"succeeding": "tab:green", "failing": "tab:red", "unfit": "tab:gray"}
 
 
 class Series(NamedTuple):
@@ -31,6 +31,7 @@ class Series(NamedTuple):
   seeds: int = 1  # the fewest seeds behind any point
   id_mean: list | None = None  # the ID metric, drawn dashed in the same colour
   id_sd: list | None = None
+  points: list | None = None  # per x, each seed's value: dots where the per-seed rule decides
 
 
 def caption(seeds: int) -> str:
@@ -46,7 +47,7 @@ def save(fig, path: str) -> str:
   return path
 
 
-def _grid(n: int, width: float = 4.2, height: float = 3.4):
+def grid(n: int, width: float = 4.2, height: float = 3.4):
   cols = min(n, MAX_COLUMNS)
   rows = math.ceil(n / cols)
   fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
@@ -86,13 +87,18 @@ def curves_png(panels: list[tuple[str, list[Series]]], path: str, xlabel: str, y
                title: str = "") -> str:
   """One panel per (title, series); each series a line of means (s.d. error bars with >= 2
   seeds, its ID metric dashed) and a dashed horizontal line at `hline`, e.g. a target."""
-  fig, axes = _grid(len(panels))
+  fig, axes = grid(len(panels))
+  # A label keeps its colour in every panel (e.g. 'K = 3, width 32' wherever it appears).
+  colors = {label: plt.cm.tab10(i % 10) for i, label in enumerate(
+      dict.fromkeys(s.label for _, series in panels for s in series))}
   for ax, (panel, series) in zip(axes, panels, strict=True):
-    for i, s in enumerate(series):
-      color = plt.cm.tab10(i % 10)
+    for s in series:
+      color = colors[s.label]
       bars = s.sd if s.seeds >= 2 else None
       ax.errorbar(s.x, s.mean, yerr=bars, marker="o", ms=4, capsize=3, color=color,
                   label=s.label)
+      for x, seeds in zip(s.x, s.points or [], strict=False):
+        ax.plot([x] * len(seeds), seeds, ".", color=color, ms=3, alpha=0.5)
       if s.id_mean is not None:
         ax.errorbar(s.x, s.id_mean, yerr=s.id_sd if s.seeds >= 2 else None, ls="--", lw=1,
                     marker=".", capsize=2, color=color, alpha=0.7)
@@ -123,6 +129,7 @@ class Bar(NamedTuple):
   seeds: int = 1
   note: str = ""  # written on the bar, e.g. "n=12" training tasks
   paper: float | None = None  # the paper's value, drawn as a marker
+  id_mean: float | None = None  # the ID metric of the same runs, drawn as a tick on the bar
 
 
 def bars_png(categories: list[str], bars: dict[str, list[Bar]], path: str, ylabel: str,
@@ -146,7 +153,10 @@ def bars_png(categories: list[str], bars: dict[str, list[Bar]], path: str, ylabe
                 va="bottom", fontsize=6, rotation=90)
       if b.paper is not None:
         handles["paper"] = ax.scatter([x], [b.paper], marker="D", color="black", s=18, zorder=4)
-  names = labels + (["paper"] if "paper" in handles else [])
+      if b.id_mean is not None and math.isfinite(b.id_mean):
+        handles["ID"] = ax.hlines(b.id_mean, x - width * 0.45, x + width * 0.45,
+                                  color="black", lw=1.5, zorder=4)
+  names = labels + [n for n in ("paper", "ID") if n in handles]
   ax.legend([handles[n] for n in names], names, fontsize=8, title=legend or None,
             loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: bars reach the ceiling
   ax.set_xticks(range(len(categories)), categories, rotation=25, ha="right", fontsize=8)
@@ -162,7 +172,7 @@ def layers_png(panels: list[tuple[str, list[Series]]], path: str, ylabel: str,
                title: str = "") -> str:
   """Per panel (e.g. a depth) a profile over layer positions per series (e.g. failing and
   succeeding runs); x holds layer names."""
-  fig, axes = _grid(len(panels))
+  fig, axes = grid(len(panels))
   for ax, (panel, series) in zip(axes, panels, strict=True):
     for i, s in enumerate(series):
       color = GROUP_COLORS.get(s.label.split(" ")[0], plt.cm.tab10(i % 10))
@@ -182,13 +192,17 @@ def layers_png(panels: list[tuple[str, list[Series]]], path: str, ylabel: str,
 
 
 def law_png(points: dict[str, tuple[list, list, list]], fits: dict[str, PowerLaw], path: str,
-            title: str) -> str:
+            title: str, seeds: dict[str, tuple[list, list]] | None = None) -> str:
   """Log-log tasks needed (y) against total tasks T (x) per label, open markers for upper
-  bounds, each label's fitted power law, and y = T (every task) for reference."""
+  bounds, each label's fitted power law, y = T (every task) for reference, and each seed's own
+  crossing as a small dot where given (`seeds`: label -> (T, tasks needed))."""
   fig, ax = plt.subplots(figsize=(5.2, 4.2))
   all_t = [t for ts, _, _ in points.values() for t in ts]
   for i, (label, (ts, ns, bounds)) in enumerate(points.items()):
     color = plt.cm.tab10(i % 10)
+    if seeds and seeds.get(label):
+      ax.scatter(*seeds[label], color=color, s=8, alpha=0.5, zorder=2,
+                 label=f"{label}: each seed")
     ts, ns, bounds = np.asarray(ts), np.asarray(ns), np.asarray(bounds, bool)
     ax.scatter(ts[~bounds], ns[~bounds], color=color, label=label, zorder=3)
     ax.scatter(ts[bounds], ns[bounds], facecolors="none", edgecolors=color, zorder=3)

@@ -39,6 +39,11 @@ def reach(x: float, measured: list) -> str:
   return f"{x:,.0f}" + (" (measured)" if x in measured else "")
 
 
+def text_cell(text: str) -> str:
+  """Free text as one table cell: one line, a | escaped (it would end the cell)."""
+  return " ".join(text.split()).replace("|", "\\|")
+
+
 def table(header: list[str], rows: list[list]) -> str:
   """A GitHub markdown table; cells through fmt."""
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -6,7 +6,16 @@ directory -> (markdown, claims)."""
 import math
 import os
 
-from compgen_jax.analysis import aggregate, figures, load, paper, sections_data, verdicts
+from compgen_jax.analysis import (
+  aggregate,
+  correlations,
+  figures,
+  load,
+  paper,
+  readings,
+  sections_data,
+  verdicts,
+)
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.sections_model import GENERALIZES, INPUT_DECODER, TASK_DECODER
@@ -51,18 +60,23 @@ def encoding_table(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         f"layers (task decoder R^2 >= {GENERALIZES})",
         f"OOD {p_ood:.2f}, task decoder {p_task:.2f}, input decoder {p_input:.2f}",
         f"OOD {ours['ood/r2']}, task decoder {ours[TASK_DECODER]}, input decoder "
-        f"{ours[INPUT_DECODER]} ({n_seeds(seeds)})", seeds, verdicts.overall([gen.ok, dec.ok]),
+        f"{ours[INPUT_DECODER]} ({n_seeds(seeds)})", seeds, verdicts.overall([gen, dec]),
         fname, f"MLP {depth}x{width}, M={setting['task.num_modules']}, "
-        f"K={setting['task.max_hotness']}, frac_ood={setting['frac_ood']}"))
-    bars[name] = [figures.Bar(label, v[0], v[1], v[2], paper=p)
-                  for label, v, p in (("OOD R^2", stats["ood/r2"], p_ood),
-                                      ("task decoder R^2", stats[TASK_DECODER], p_task),
-                                      ("input decoder R^2", stats[INPUT_DECODER], p_input))]
+        f"K={setting['task.max_hotness']}, frac_ood={setting['frac_ood']}",
+        composition=readings.composition(mine, metric),
+        against_paper="OOD: " + readings.against_value(
+            aggregate.values(mine, "ood/r2"), aggregate.values(mine, "id/r2"), p_ood)))
+    id_mean = aggregate.summarize(aggregate.values(mine, "id/r2"))[0]
+    bars[name] = [figures.Bar(label, v[0], v[1], v[2], paper=p, id_mean=i)
+                  for label, v, p, i in (("OOD R^2", stats["ood/r2"], p_ood, id_mean),
+                                         ("task decoder R^2", stats[TASK_DECODER], p_task, None),
+                                         ("input decoder R^2", stats[INPUT_DECODER], p_input,
+                                          None))]
     body.append([f"{name} (`{enc}`)", p_task, ours[TASK_DECODER], p_input, ours[INPUT_DECODER],
                  p_ood, *md.cells(mine, metric)])
   seeds = min(seeds_all, default=0)
   figures.bars_png(list(bars), bars, os.path.join(out_dir, fname), "R^2",
-                   f"ours (bars, {figures.caption(seeds)}); paper (diamonds)")
+                   f"ours (bars, {figures.caption(seeds)}); paper (diamonds); ID (bars' ticks)")
   parts = [md.claim(paper.CLAIMS["encodings"]),
            md.rules(verdicts.RULES["level"] + f" (here {GENERALIZES})", verdicts.RULES["fits"]),
            "", md.fits_check(rows, metric, verdicts.FITS_ID), *checks,
@@ -117,11 +131,11 @@ def encoding_nonlinearity(rows: list[dict], metrics: tuple[Metric, ...], out_dir
   parts.append(md.fits_check(rows, metric, verdicts.FITS_ID))
   probed = [r for r in rows if INPUT_DECODER in r]
   if probed:
-    c = verdicts.correlation(aggregate.values(probed, INPUT_DECODER),
+    c = correlations.correlation(aggregate.values(probed, INPUT_DECODER),
                              aggregate.values(probed, metric.key))
     parts.append(md.judged(f"{metric.label} falls with the encoding's linear decodability "
                            f"(strong positive Pearson r of input-decoder R^2 with "
-                           f"{metric.label} across runs)", verdicts.strong(c)))
+                           f"{metric.label} across runs)", correlations.strong(c)))
   body = [[*g.key, *(md.mean_sd(*aggregate.summarize(aggregate.values(g.rows, k))[:2])
                      for k in (INPUT_DECODER, TASK_DECODER)), *md.cells(g.rows, metric), g.n]
           for g in aggregate.group(rows, ("encoding.name", SCALE), metric.key)]

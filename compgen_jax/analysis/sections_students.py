@@ -8,7 +8,7 @@ import math
 import os
 
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import aggregate, figures, paper, sections_data, verdicts
+from compgen_jax.analysis import aggregate, figures, paper, readings, sections_data, verdicts
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.verdicts import n_seeds
@@ -53,7 +53,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
                     f"{sections_data.TARGET_OF_ID} (fixed before the data; interpolated in log "
                     f"n_train), per seed; fewer: the log tasks needed clearly lower, or "
                     f"reached by every seed of the transformer and none of the MLP",
-                    verdicts.RULES["fits"]), ""]
+                    verdicts.RULES["holm"], verdicts.RULES["fits"]), ""]
   claims = []
   pairs = _pairs(programs)
   if pairs:
@@ -77,7 +77,8 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
           f"{metric.label}: the transformer is more data-efficient than the MLP at matched "
           f"parameters ({programs[tf][1]:,} vs {programs[mlp][1]:,})", "transformer higher",
           f"{verdicts.count(oks)} numbers of training tasks ({n_seeds(seeds)})", seeds, word,
-          fname))
+          fname, composition=_gap_text(rows, tf, mlp, metric),
+          against_paper=readings.paper_direction(word)))
     ratio_rows = sections_data.with_ratio(rows, metric)
     needed = sections_data.tasks_needed(ratio_rows, ("program",))
     parts.append(f"- training tasks needed for {metric.label} >= "
@@ -98,7 +99,10 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
           f"the transformer needs fewer training tasks than the MLP to reach {metric.label} / "
           f"ID >= {sections_data.TARGET_OF_ID} ({programs[tf][1]:,} vs {programs[mlp][1]:,} "
           f"parameters)", "fewer tasks needed", f"{ours} ({n_seeds(seeds)})", seeds, word,
-          fname, verdicts.fits_note(rows, metric.id_key)))
+          fname, readings.fits_note(rows, metric.id_key),
+          composition=f"tasks needed by OOD / ID (the gap, not the fit); "
+          f"{_gap_text(rows, tf, mlp, metric)}",
+          against_paper=readings.paper_direction(word)))
     seeds = min((c.seeds for c in curves.values()), default=0)
     series = [sections_data.series(f"{programs[p][0]} ({programs[p][1]:,} params)", c,
                                    ids.get((p,))) for (p,), c in curves.items()]
@@ -124,5 +128,12 @@ def _compare(tf: aggregate.Curve, mlp: aggregate.Curve, metric: Metric) -> list:
   tf_groups = dict(zip(tf.x, tf.groups, strict=True))
   # Same seeds, same task and split: paired by seed (verdicts.RULES["paired"]).
   return [verdicts.lower(aggregate.by_seed(g.rows, metric.key),
-                         aggregate.by_seed(tf_groups[n].rows, metric.key)).ok
+                         aggregate.by_seed(tf_groups[n].rows, metric.key))
           for n, g in zip(mlp.x, mlp.groups, strict=True) if n in tf_groups]
+
+
+def _gap_text(rows: list[dict], tf: str, mlp: str, metric: Metric) -> str:
+  """Each student's OOD against its ID over all its runs."""
+  return "; ".join(f"{name}: " + readings.composition([r for r in rows if r["program"] == p],
+                                                      metric)
+                   for name, p in (("transformer", tf), ("MLP", mlp)))

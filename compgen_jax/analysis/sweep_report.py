@@ -18,8 +18,10 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import (
   load,
   paper,
+  registration,
   sections_data,
   sections_encodings,
+  sections_law,
   sections_layers,
   sections_model,
   sections_steps,
@@ -44,6 +46,7 @@ METRICS = {
 }
 CLAIMS_FILE = workdir_lib.CLAIMS_FILE
 SETTING_HEADING = "## Setting against the paper's"
+CLAIMS_HEADING = "## Claims and their two readings"
 RUNS_HEADING = "## Runs"  # the last section: wall times and command lines, which differ per run
 
 
@@ -73,7 +76,7 @@ EXPERIMENTS = {
                                         (MODEL, DECODABILITY)),
     "width_depth_demo": Experiment("Width x depth (demo sweep)", (MODEL, DECODABILITY)),
     "scaling_law": Experiment("Scaling law (hyperteacher)", (
-        ("Training tasks needed vs total tasks", sections_data.scaling_law),)),
+        ("Training tasks needed vs total tasks", sections_law.scaling_law),)),
     "transformer_vs_mlp": Experiment("Transformer vs MLP at matched parameter counts", (
         ("Transformer vs MLP", sections_students.transformer_vs_mlp),)),
     "encoding_nonlinearity": Experiment(
@@ -210,7 +213,8 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
            f"± 1 s.d. over seeds. Verdicts compare seed means by 95% intervals and say "
            f"*not judged* where there are too few seeds; each section states its rules. "
            f"Claims: `{CLAIMS_FILE}`. Written by `python experiments/report.py "
-           f"--sweep_dir={portable(index['sweep_dir'], launch_repo(index, sweep_dir))}`.", ""]
+           f"--sweep_dir={portable(index['sweep_dir'], launch_repo(index, sweep_dir))}`.", "",
+           registration.sentence(index.get("started")), ""]
   claims = []
   if not rows:
     parts.append("No finished runs yet.")
@@ -221,6 +225,11 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
       claims += [{**c, "experiment": name} for c in found]
       if text:
         parts += [f"## {heading}", "", text, ""]
+  if claims:  # each verdict with its two readings, as the claims table shows them
+    parts += [CLAIMS_HEADING, "", md.table(
+        ["claim", "verdict", "composition (OOD against ID)", "against the paper's value"],
+        [[md.text_cell(c["claim"]), f"**{c['verdict']}**", md.text_cell(c["composition"]),
+          md.text_cell(c["against_paper"])] for c in claims]), ""]
   parts += [RUNS_HEADING, "", runs_section(index, rows, sweep_dir), ""]
   write_claims(out_dir, claims)
   return "\n".join(parts)

@@ -1,6 +1,7 @@
 """The sweep report's rules for saying yes, one mechanism for every section: comparisons of seed
 means by 95% Welch t-intervals, rises within the seeds' noise (pooled along the curve), fitted
-exponents with their t-interval, correlations with Fisher-z intervals, and the claims.json records.
+exponents with their t-interval, Holm over a claim's comparisons, and the claims.json records
+(correlations: correlations.py; the readings beside each verdict: readings.py).
 
 A judgement is True (yes), False (no) or None (not judged: too few seeds, runs or points)."""
 
@@ -19,7 +20,11 @@ MIN_PAIRED_SEEDS = 3
 FITS_ID = 0.9  # a student fits its training tasks when its ID metric is at least this
 CORRELATION_BAR = 0.5  # a strong correlation: the interval's lower end at least this
 SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED = "shown", "partial", "not shown", "not judged"
-CLAIM_KEYS = ("experiment", "claim", "paper", "ours", "seeds", "verdict", "figure", "note")
+NOT_TESTABLE = "not testable here"  # the runs cannot tell the claim either way (reason beside)
+VERDICTS = (SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED, NOT_TESTABLE)
+# composition: OOD against ID (the gap); against_paper: does our interval reach the paper's value
+CLAIM_KEYS = ("experiment", "claim", "paper", "ours", "seeds", "verdict", "figure", "note",
+              "composition", "against_paper")
 
 RULES = {
     "seeds": f"a comparison of two settings needs >= {MIN_SEEDS} seeds in each, else it is not "
@@ -39,9 +44,15 @@ RULES = {
     "exponent": "exponent below 1 when the upper end of its 95% interval (the regression's "
                 "standard error x the t quantile at n - 2 degrees of freedom) is below 1; not "
                 "shown when the lower end is above 1; not judged when the interval holds 1",
-    "correlation": f"a strong correlation when the lower end of the 95% Fisher-z interval of "
-                   f"Pearson r (and of the partial r given the swept sizes) is >= "
+    "correlation": f"a strong correlation when the lower end of the 95% interval of the r "
+                   f"judged (Fisher-z, or a cluster bootstrap where stated) is >= "
                    f"{CORRELATION_BAR} (else no)",
+    "per_seed": "rises monotonically also asks every seed's own curve (seed s at each point) "
+                "never to fall from one point to the next",
+    "holm": f"a claim over several comparisons is shown when every one is yes; partial when "
+            f"at least one yes survives Holm's step-down correction over its comparisons "
+            f"(family-wise {1 - LEVEL:.2f}, two-sided p-values of the same tests); else not "
+            f"shown",
     "fits": f"students fit their training tasks when their ID metric is >= {FITS_ID} (beside "
             f"it, the training-batch metric's change over the last quarter of the steps, mean "
             f"± s.d. over runs: still rising means more steps would fit better)",
@@ -52,6 +63,7 @@ class Interval(NamedTuple):
   estimate: float
   low: float
   high: float
+  p: float = math.nan  # two-sided p-value of estimate = 0 (Holm in `overall` reads it)
 
   def text(self, digits: int = 3) -> str:
     return (f"{self.estimate:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}]")
@@ -74,8 +86,17 @@ def mean_interval(values) -> Interval | None:
   x = finite(values)
   if x.size < MIN_SEEDS:
     return None
-  half = stats.t.ppf(0.5 + LEVEL / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-  return Interval(float(x.mean()), float(x.mean() - half), float(x.mean() + half))
+  se = x.std(ddof=1) / math.sqrt(x.size)
+  half = stats.t.ppf(0.5 + LEVEL / 2, x.size - 1) * se
+  return Interval(float(x.mean()), float(x.mean() - half), float(x.mean() + half),
+                  _p(float(x.mean()), se, x.size - 1))
+
+
+def _p(estimate: float, se: float, dof: float) -> float:
+  """Two-sided t-test p-value of estimate = 0 (without spread: 0, or none at exactly 0)."""
+  if se == 0 or not math.isfinite(se):
+    return 0.0 if estimate != 0 else math.nan
+  return float(2 * stats.t.sf(abs(estimate) / se, dof))
 
 
 def paired_difference(a: dict, b: dict) -> Interval | None:
@@ -86,8 +107,10 @@ def paired_difference(a: dict, b: dict) -> Interval | None:
   if len(seeds) < MIN_PAIRED_SEEDS:
     return None
   d = np.asarray([_number(a[s]) - _number(b[s]) for s in seeds], np.float64)
-  half = float(stats.t.ppf(0.5 + LEVEL / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
-  return Interval(float(d.mean()), float(d.mean() - half), float(d.mean() + half))
+  se = d.std(ddof=1) / math.sqrt(d.size)
+  half = float(stats.t.ppf(0.5 + LEVEL / 2, d.size - 1) * se)
+  return Interval(float(d.mean()), float(d.mean() - half), float(d.mean() + half),
+                  _p(float(d.mean()), se, d.size - 1))
 
 
 def difference(a, b) -> Interval | None:
@@ -105,15 +128,16 @@ def difference(a, b) -> Interval | None:
   va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
   d = float(a.mean() - b.mean())
   if va + vb == 0:  # no spread at all: the difference is exact
-    return Interval(d, d, d)
+    return Interval(d, d, d, _p(d, 0.0, 1))
   dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
   half = float(stats.t.ppf(0.5 + LEVEL / 2, dof) * math.sqrt(va + vb))
-  return Interval(d, d - half, d + half)
+  return Interval(d, d - half, d + half, _p(d, math.sqrt(va + vb), dof))
 
 
 class Judgement(NamedTuple):
   ok: bool | None  # None: not judged
   detail: str
+  p: float = math.nan  # the comparison's two-sided p-value, where it has one (for Holm)
 
 
 ONE_SEED = Judgement(None, "one seed")
@@ -125,7 +149,7 @@ def lower(a, b) -> Judgement:
   d = difference(b, a)
   if d is None:
     return ONE_SEED
-  return Judgement(bool(d.low > 0), f"difference {d.text()}")
+  return Judgement(bool(d.low > 0), f"difference {d.text()}", d.p)
 
 
 def within(a, b, tolerance: float) -> Judgement:
@@ -144,7 +168,8 @@ def at_least(values, bar: float) -> Judgement:
   if m is None:
     return ONE_SEED
   ok = True if m.low >= bar else (False if m.high < bar else None)
-  return Judgement(ok, f"mean {m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}] vs {bar}")
+  return Judgement(ok, f"mean {m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}] vs {bar}",
+                   mean_interval([v - bar for v in finite(values)]).p)
 
 
 def pooled_differences(groups: list, pairs: list) -> list[Interval]:
@@ -159,16 +184,19 @@ def pooled_differences(groups: list, pairs: list) -> list[Interval]:
   out = []
   for i, j in pairs:
     d = float(xs[j].mean() - xs[i].mean())
-    half = float(stats.t.ppf(0.5 + LEVEL / 2, dof) * sd *
-                 math.sqrt(1 / xs[i].size + 1 / xs[j].size)) if dof > 0 else math.nan
-    out.append(Interval(d, d - half, d + half))
+    se = sd * math.sqrt(1 / xs[i].size + 1 / xs[j].size)
+    half = float(stats.t.ppf(0.5 + LEVEL / 2, dof) * se) if dof > 0 else math.nan
+    out.append(Interval(d, d - half, d + half, _p(d, se, dof) if dof > 0 else math.nan))
   return out
 
 
 def rises(groups: list) -> Judgement:
-  """Seed values per point of an increasing axis rise within the noise (RULES['rises'])."""
+  """Seed values per point of an increasing axis rise within the noise (RULES['rises']);
+  given {seed: value} dicts, every seed's own curve must also never fall (RULES['per_seed'])."""
   if len(groups) < 2:
     return Judgement(None, "one point")
+  dips = seed_dips(groups) if all(isinstance(g, dict) for g in groups) else {}
+  groups = [list(g.values()) if isinstance(g, dict) else g for g in groups]
   if any(finite(g).size < MIN_SEEDS for g in groups):
     return ONE_SEED
   n = len(groups)
@@ -178,7 +206,23 @@ def rises(groups: list) -> Judgement:
   detail = f"{head}; last - first {overall.text()}"
   if drops:
     detail += f"; drops beyond noise at step {', '.join(str(i + 1) for i in drops)}"
-  return Judgement(bool(not drops and overall.low > 0), detail)
+  if dips:
+    detail += "; seed curves that fall: " + ", ".join(
+        f"seed {s} at step {', '.join(str(i + 1) for i in at)}" for s, at in dips.items())
+  return Judgement(bool(not drops and not dips and overall.low > 0), detail, overall.p)
+
+
+def seed_dips(groups: list[dict]) -> dict:
+  """{seed: [steps where that seed's own value falls]} over the seeds finite at every point."""
+  seeds = sorted(set.intersection(*(set(g) for g in groups)), key=str)
+  out = {}
+  for s in seeds:
+    v = [_number(g[s]) for g in groups]
+    if all(math.isfinite(x) for x in v):
+      at = [i for i in range(len(v) - 1) if v[i + 1] < v[i]]
+      if at:
+        out[s] = at
+  return out
 
 
 def exponent_interval(exponent: float, se: float, n: int) -> Interval | None:
@@ -197,86 +241,60 @@ def below(interval: Interval | None, bound: float) -> Judgement:
   return Judgement(ok, f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]")
 
 
-class Correlation(NamedTuple):
-  r: float
-  low: float
-  high: float
-  n: int  # finite pairs
-  given: int  # covariates partialled out
-
-
-def correlation(x, y, covariates=None) -> Correlation:
-  """Pearson r of x and y (partial r given the covariate columns, each residualised on them
-  with an intercept) with its 95% Fisher-z interval; NaN with too few pairs or no spread."""
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  c = np.zeros((x.size, 0)) if covariates is None else np.asarray(covariates, np.float64)
-  c = c.reshape(x.size, -1)
-  ok = np.isfinite(x) & np.isfinite(y) & np.all(np.isfinite(c), axis=1)
-  x, y, c = x[ok], y[ok], c[ok]
-  n, k = int(x.size), c.shape[1]
-  if n - 3 - k < 1:
-    return Correlation(math.nan, math.nan, math.nan, n, k)
-  design = np.concatenate([np.ones((n, 1)), c], axis=1)
-  rx = x - design @ np.linalg.lstsq(design, x, rcond=None)[0]
-  ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
-  if np.std(rx) < 1e-12 or np.std(ry) < 1e-12:
-    return Correlation(math.nan, math.nan, math.nan, n, k)
-  r = float(np.clip(np.corrcoef(rx, ry)[0, 1], -1.0, 1.0))
-  z, half = np.arctanh(np.clip(r, -0.999999, 0.999999)), (
-      stats.norm.ppf(0.5 + LEVEL / 2) / math.sqrt(n - 3 - k))
-  return Correlation(r, float(np.tanh(z - half)), float(np.tanh(z + half)), n, k)
-
-
-def strong(c: Correlation, bar: float = CORRELATION_BAR) -> Judgement:
-  """A strong positive correlation: the interval's lower end at least `bar`."""
-  if not math.isfinite(c.r):
-    return Judgement(None, f"too few runs ({c.n})")
-  return Judgement(bool(c.low >= bar), f"r = {c.r:.3f} [{c.low:.3f}, {c.high:.3f}], {c.n} runs")
-
-
 def word(ok: bool | None) -> str:
   """A claim's verdict from one judgement: shown, not shown or not judged."""
   return {True: SHOWN, False: NOT_SHOWN, None: NOT_JUDGED}[ok]
 
 
-def overall(oks: list) -> str:
-  """A claim's verdict from its judgements (True / False / None each)."""
+def holm(judgements: list) -> list:
+  """The oks after Holm's step-down correction over the claim's comparisons at 1 - LEVEL: a yes
+  whose p-value fails its Holm threshold becomes a no (a yes without a p-value is kept)."""
+  m = len(judgements)
+  ps = sorted((j.p, i) for i, j in enumerate(judgements)
+              if isinstance(j, Judgement) and j.ok and math.isfinite(j.p))
+  oks = [j.ok if isinstance(j, Judgement) else j for j in judgements]
+  for rank, (p, _) in enumerate(ps):
+    if p > (1 - LEVEL) / (m - rank):  # step-down: this and every larger p fail
+      for _, k in ps[rank:]:
+        oks[k] = False
+      break
+  return oks
+
+
+def overall(judgements: list) -> str:
+  """A claim's verdict from its judgements (Judgements, or True / False / None each): shown
+  when every one is yes (each at its own level: all must hold), partial when some yes survives
+  Holm's correction over the claim's comparisons (RULES['holm']), else not shown."""
+  oks = [j.ok if isinstance(j, Judgement) else j for j in judgements]
   judged = [ok for ok in oks if ok is not None]
   if not judged:
     return NOT_JUDGED
   if all(judged) and len(judged) == len(oks):
     return SHOWN
-  return PARTIAL if any(judged) else NOT_SHOWN
+  return PARTIAL if any(ok is True for ok in holm(judgements)) else NOT_SHOWN
 
 
 def n_seeds(n: int) -> str:
   return "1 seed" if n == 1 else f"{n} seeds"
 
 
-def count(oks: list) -> str:
+def count(judgements: list) -> str:
   """'3 of 4 yes, 1 not judged'."""
+  oks = [j.ok if isinstance(j, Judgement) else j for j in judgements]
   yes, none = sum(ok is True for ok in oks), sum(ok is None for ok in oks)
   return f"{yes} of {len(oks)} yes" + (f", {none} not judged" if none else "")
 
 
-def fits(rows: list[dict], id_key: str) -> tuple[int, int]:
-  """(runs whose ID metric is at least FITS_ID, runs with an ID metric)."""
-  values = finite(r.get(id_key) for r in rows)
-  return int(np.sum(values >= FITS_ID)), int(values.size)
-
-
-def fits_note(rows: list[dict], id_key: str) -> str:
-  """'ID >= 0.9 in 40 of 60 runs' for a claim's note."""
-  ok, n = fits(rows, id_key)
-  return f"{id_key} >= {FITS_ID} in {ok} of {n} runs" if n else f"no {id_key} in the rows"
-
-
 def claim(claim_text: str, paper: str, ours: str, seeds: int, verdict: str,
-          figure: str | None = None, note: str = "") -> dict:
-  """One claims.json record (the experiment is filled in by the report)."""
-  assert verdict in (SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED), verdict
+          figure: str | None = None, note: str = "", *, composition: str,
+          against_paper: str) -> dict:
+  """One claims.json record (the experiment is filled in by the report) with its two readings:
+  `composition` (OOD against ID: is it composition or fit) and `against_paper` (does our
+  interval reach the paper's value; if not, why: fit, scale or a real difference)."""
+  assert verdict in VERDICTS, verdict
   return {"experiment": "", "claim": claim_text, "paper": paper, "ours": ours,
-          "seeds": int(seeds), "verdict": verdict, "figure": figure, "note": note}
+          "seeds": int(seeds), "verdict": verdict, "figure": figure, "note": note,
+          "composition": composition, "against_paper": against_paper}
 
 
 def claims_json(records: list[dict]) -> str:

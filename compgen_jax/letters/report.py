@@ -196,21 +196,35 @@ def separation_png(runs: dict, path: str) -> str:
 
 
 def length_png(runs: dict, path: str) -> str:
-  fig, ax = plt.subplots(figsize=(7, 4))
-  for i, (name, run) in enumerate(runs.items()):
+  """Small multiples: per run, the composition's exact match against string length (each seed a
+  dot, the mean a line) beside the single models' mean (grey: background and experts), with the
+  trained length marked."""
+  shown = {name: run for name, run in runs.items() if run.get("length")}
+  fig, axes = figures.grid(max(len(shown), 1), width=3.2, height=2.6)
+  for ax, (name, run) in zip(axes, shown.items(), strict=False):
     em = defaultdict(list)
-    for r in run.get("length", []):
-      if r["model"] == "composition":
-        em[int(r["length"])].append(_num(r["exact_match"]))
-    if em:
-      ns = sorted(em)
-      ax.plot(ns, [np.mean(em[n]) for n in ns], marker="o", ms=3, label=name,
-              color=plt.cm.tab20(i % 20), ls="-" if i % 2 == 0 else "--")
-  ax.axvline(16, color="k", lw=0.5, ls=":")
-  ax.set(xlabel="string length (trained at 16)", ylabel="composition exact match",
-         title="length generalization of the composition")
-  if ax.get_legend_handles_labels()[0]:
-    ax.legend(fontsize=6)
+    for r in run["length"]:
+      em[(r["model"] == "composition", int(r["length"]))].append(_num(r["exact_match"]))
+    for composed, color, label in ((False, "0.6", "single models (mean)"),
+                                   (True, "C3", "composition (mean; dots: seeds)")):
+      ns = sorted(n for c, n in em if c == composed)
+      if not ns:
+        continue
+      ax.plot(ns, [np.mean(em[(composed, n)]) for n in ns], color=color, lw=1.5, label=label)
+      if composed:
+        for n in ns:
+          ax.plot([n] * len(em[(composed, n)]), em[(composed, n)], ".", color=color, ms=3,
+                  alpha=0.6)
+    ax.axvline(16, color="k", lw=0.5, ls=":")
+    ax.set_title(name, fontsize=8)
+    ax.set(xlabel="string length (trained at 16)", ylim=(-0.02, 1.02))
+    ax.yaxis.set_tick_params(labelleft=True)
+    ax.grid(alpha=0.3)
+  axes[0].set_ylabel("exact match")
+  if shown:  # one legend for the figure, clear of the panels' data
+    fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="lower right")
+  fig.suptitle("length generalization: composition against the single models, per run",
+               fontsize=10)
   return figures.save(fig, path)
 
 

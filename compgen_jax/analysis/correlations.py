@@ -1,0 +1,114 @@
+"""Correlations across runs for the sweep report: Pearson r (partial r given covariates) with its
+Fisher-z interval, the same with an interval from a bootstrap that resamples whole clusters of
+runs (a setting's seeds share their teacher, so runs are not independent), and the strong-
+correlation rule (verdicts.RULES['correlation'])."""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+from compgen_jax.analysis import verdicts
+
+BOOTSTRAP_DRAWS = 2000  # resamples of the clusters; the generator's seed is fixed (byte-stable)
+BOOTSTRAP_SEED = 0
+# A percentile interval over fewer clusters than this covers too little (a handful of clusters
+# cannot show the spread between them): the correlation is then not judged.
+MIN_CLUSTERS = 10
+
+
+class Correlation(NamedTuple):
+  r: float
+  low: float
+  high: float
+  n: int  # finite pairs
+  given: int  # covariates partialled out
+  clusters: int = 0  # clusters resampled for the interval (0: Fisher-z interval)
+
+
+def _usable(x, y, covariates):
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  c = np.zeros((x.size, 0)) if covariates is None else np.asarray(covariates, np.float64)
+  c = c.reshape(x.size, c.shape[1] if c.ndim == 2 else c.ndim)  # a 1-d column: one covariate
+  ok = np.isfinite(x) & np.isfinite(y) & np.all(np.isfinite(c), axis=1)
+  return x[ok], y[ok], c[ok], ok
+
+
+def _partial_r(x, y, c) -> float:
+  """r of x and y each residualised on [1, c] (NaN without spread)."""
+  design = np.concatenate([np.ones((x.size, 1)), c], axis=1)
+  rx = x - design @ np.linalg.lstsq(design, x, rcond=None)[0]
+  ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+  if np.std(rx) < 1e-12 or np.std(ry) < 1e-12:
+    return math.nan
+  return float(np.clip(np.corrcoef(rx, ry)[0, 1], -1.0, 1.0))
+
+
+def correlation(x, y, covariates=None) -> Correlation:
+  """Pearson r of x and y (partial r given the covariate columns, each residualised on them
+  with an intercept) with its 95% Fisher-z interval; NaN with too few pairs or no spread."""
+  x, y, c, _ = _usable(x, y, covariates)
+  n, k = int(x.size), c.shape[1]
+  r = _partial_r(x, y, c) if n - 3 - k >= 1 else math.nan
+  if not math.isfinite(r):
+    return Correlation(math.nan, math.nan, math.nan, n, k)
+  z, half = np.arctanh(np.clip(r, -0.999999, 0.999999)), (
+      stats.norm.ppf(0.5 + verdicts.LEVEL / 2) / math.sqrt(n - 3 - k))
+  return Correlation(r, float(np.tanh(z - half)), float(np.tanh(z + half)), n, k)
+
+
+def clustered(x, y, clusters: list, covariates=None) -> Correlation:
+  """The partial r of `correlation` with a 95% percentile interval from BOOTSTRAP_DRAWS
+  resamples of whole clusters (runs sharing a cluster label are drawn together); no interval
+  (NaN ends) with fewer than MIN_CLUSTERS clusters. Resamples without spread are skipped."""
+  x, y, c, ok = _usable(x, y, covariates)
+  labels = np.asarray([str(v) for v in clusters])[ok]
+  point = correlation(x, y, c)
+  names = list(dict.fromkeys(labels))  # in the order the runs give them
+  if not math.isfinite(point.r) or len(names) < MIN_CLUSTERS:
+    return Correlation(point.r, math.nan, math.nan, point.n, point.given, len(names))
+  # A resample is a count per cluster; each run weighs its cluster's count, and the partial r
+  # of every resample comes at once from its weighted covariance matrix S of [x, y, c]: the
+  # covariance of x and y given c is S_xy - S_xc S_cc^-1 S_cy (only S_cc is inverted).
+  cluster_of = np.asarray([names.index(v) for v in labels])
+  rng = np.random.default_rng(BOOTSTRAP_SEED)
+  picks = rng.integers(0, len(names), size=(BOOTSTRAP_DRAWS, len(names)))
+  counts = np.stack([np.bincount(p, minlength=len(names)) for p in picks])
+  w = counts[:, cluster_of].astype(np.float64)  # [draws, runs]
+  data = np.concatenate([x[:, None], y[:, None], c], axis=1)  # [runs, 2 + k]
+  mean = w @ data / w.sum(1, keepdims=True)
+  centred = data[None] - mean[:, None]
+  cov = np.einsum("br,bri,brj->bij", w, centred, centred)
+  k = c.shape[1]
+  stable = (w > 0).sum(1) - 3 - k >= 1
+  if k:
+    s_cc = cov[:, 2:, 2:]
+    stable &= np.linalg.cond(s_cc) < 1e12
+    s_cc = np.where(stable[:, None, None], s_cc, np.eye(k))
+    cov = cov[:, :2, :2] - cov[:, :2, 2:] @ np.linalg.solve(s_cc, cov[:, 2:, :2])
+  with np.errstate(invalid="ignore", divide="ignore"):
+    draws = (cov[:, 0, 1] / np.sqrt(cov[:, 0, 0] * cov[:, 1, 1]))[stable]
+  draws = np.clip(draws[np.isfinite(draws)], -1.0, 1.0)
+  if draws.size < BOOTSTRAP_DRAWS // 2:
+    return Correlation(math.nan, math.nan, math.nan, point.n, point.given, len(names))
+  low, high = np.quantile(draws, [(1 - verdicts.LEVEL) / 2, (1 + verdicts.LEVEL) / 2])
+  return Correlation(point.r, float(low), float(high), point.n, point.given, len(names))
+
+
+def text(c: Correlation) -> str:
+  """'r = 0.288 [0.020, 0.518], 54 runs (27 clusters)'."""
+  if not math.isfinite(c.r):
+    return f"undefined ({c.n} runs" + (f", {c.clusters} clusters)" if c.clusters else ")")
+  if not math.isfinite(c.low):
+    return (f"r = {c.r:.3f}, no interval ({c.n} runs, {c.clusters} clusters: fewer than "
+            f"{MIN_CLUSTERS})")
+  return (f"r = {c.r:.3f} [{c.low:.3f}, {c.high:.3f}], {c.n} runs"
+          + (f" ({c.clusters} clusters)" if c.clusters else ""))
+
+
+def strong(c: Correlation, bar: float = verdicts.CORRELATION_BAR) -> verdicts.Judgement:
+  """A strong positive correlation: the interval's lower end at least `bar`."""
+  if not math.isfinite(c.low):
+    return verdicts.Judgement(None, text(c))
+  return verdicts.Judgement(bool(c.low >= bar), text(c))

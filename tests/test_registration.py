@@ -1,0 +1,56 @@
+"""The registration file (results/cpu/REGISTRATION.md): its thresholds table equals the code's
+constants, and a report says whether its rows were made before the registering commit (checked
+on a throwaway git repository with planted commit dates)."""
+
+import importlib
+import os
+import re
+import subprocess
+
+import pytest
+
+from compgen_jax.analysis import registration
+from tests.helpers import REPO
+
+
+def _thresholds() -> list[tuple[str, str, str]]:
+  with open(os.path.join(REPO, registration.REGISTRATION_FILE)) as f:
+    text = f.read().split("## Thresholds", 1)[1].split("\n## ", 1)[0]
+  return re.findall(r"^\| ([A-Z_]+) \| ([0-9.]+) \| `analysis/(\w+)\.py` \|", text, re.M)
+
+
+def test_every_registered_threshold_is_the_codes():
+  rows = _thresholds()
+  assert len(rows) >= 10
+  for name, value, module in rows:
+    got = getattr(importlib.import_module(f"compgen_jax.analysis.{module}"), name)
+    assert float(got) == float(value), (name, got, value)
+
+
+def _git(repo, *args, date=None):
+  env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+  if date:
+    env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+  return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True,
+                        env=env).stdout
+
+
+def test_rows_made_before_the_registration_are_called_post_hoc(tmp_path):
+  repo = str(tmp_path)
+  try:
+    _git(repo, "init", "-q")
+  except (OSError, subprocess.CalledProcessError):
+    pytest.skip("no git")
+  assert registration.registered(repo) is None  # nothing committed yet
+  path = tmp_path / registration.REGISTRATION_FILE
+  path.parent.mkdir(parents=True)
+  path.write_text("rules\n")
+  _git(repo, "add", ".")
+  _git(repo, "commit", "-q", "-m", "register", date="2026-12-03T20:00:00+00:00")
+  commit = _git(repo, "log", "-1", "--format=%h").strip()
+  assert registration.registered(repo) == (commit, "2026-12-03T20:00:00")
+  before = registration.sentence("2026-12-02T06:32:43", repo)
+  assert commit in before and "post hoc" in before
+  after = registration.sentence("2026-12-04T08:00:00", repo)
+  assert "after it" in after and "post hoc" not in after
