@@ -1,15 +1,18 @@
 """The registration file (results/cpu/REGISTRATION.md): its thresholds table equals the code's
-constants, and a report says whether its rows were made before the registering commit (checked
-on a throwaway git repository with planted commit dates)."""
+constants; the committed record names the commit that last changed it; and a report says whether
+its rows were made before that commit (checked on a throwaway git repository with planted commit
+dates, then without its .git)."""
 
 import importlib
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
 from compgen_jax.analysis import registration
+from compgen_jax.types import DataError
 from tests.helpers import REPO
 
 
@@ -42,15 +45,35 @@ def test_rows_made_before_the_registration_are_called_post_hoc(tmp_path):
     _git(repo, "init", "-q")
   except (OSError, subprocess.CalledProcessError):
     pytest.skip("no git")
-  assert registration.registered(repo) is None  # nothing committed yet
+  assert registration.from_git(repo) is None  # nothing committed yet
+  with pytest.raises(DataError, match="commit it first"):
+    registration.record(repo)
+  assert registration.registered(repo) is None
+  assert "not named" in registration.sentence("2026-12-02T06:32:43", repo)
   path = tmp_path / registration.REGISTRATION_FILE
   path.parent.mkdir(parents=True)
   path.write_text("rules\n")
   _git(repo, "add", ".")
   _git(repo, "commit", "-q", "-m", "register", date="2026-12-03T20:00:00+00:00")
   commit = _git(repo, "log", "-1", "--format=%h").strip()
+  assert registration.from_git(repo) == (commit, "2026-12-03T20:00:00")
+  registration.record(repo)
+  shutil.rmtree(tmp_path / ".git")  # reports read the record alone (a shallow clone, an archive)
   assert registration.registered(repo) == (commit, "2026-12-03T20:00:00")
   before = registration.sentence("2026-12-02T06:32:43", repo)
   assert commit in before and "post hoc" in before
   after = registration.sentence("2026-12-04T08:00:00", repo)
   assert "after it" in after and "post hoc" not in after
+
+
+def test_the_committed_record_names_the_commit_that_last_changed_the_registration():
+  from_git = registration.from_git(REPO)
+  if from_git is None:  # no git or a checkout without that history: nothing to compare with
+    pytest.skip("no git history of the registration file here")
+  shallow = subprocess.run(["git", "-C", REPO, "rev-parse", "--is-shallow-repository"],
+                           capture_output=True, text=True).stdout.strip()
+  if shallow == "true":  # the file's last commit may be cut off: git names a later one
+    pytest.skip("a shallow clone")
+  assert registration.registered(REPO) == from_git, (
+      "REGISTRATION.md changed after results/cpu/registered.json was written: run "
+      "experiments/claims.py --record_registration, commit, and regenerate the reports")
