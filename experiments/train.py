@@ -21,7 +21,9 @@ cli.mark_required(["config", "workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  print(apps.of_config(_CONFIG.value).run(_CONFIG.value, _WORKDIR.value))
+  summary = apps.of_config(_CONFIG.value).run(_CONFIG.value, _WORKDIR.value)
+  if summary:  # llm's run prints its own table as it goes
+    print(summary)
 
 
 if __name__ == "__main__":
