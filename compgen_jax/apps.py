@@ -22,6 +22,8 @@ from compgen_jax.letters import runner as letters_runner
 from compgen_jax.letters import standalone as letters_standalone
 from compgen_jax.llm_eval import report as llm_report
 from compgen_jax.llm_eval import runner as llm_runner
+from compgen_jax.lm_train import experiment as lm_experiment
+from compgen_jax.lm_train import report as lm_report
 from compgen_jax.scaling import config as scaling_config
 from compgen_jax.scaling import passes as scaling_passes
 from compgen_jax.scaling import runs as scaling_runs
@@ -73,6 +75,15 @@ def _llm_run(cfg, workdir) -> str:
   return ""
 
 
+def _lm_run(cfg, workdir) -> str:
+  rows = lm_experiment.train(cfg, workdir)
+  if sharding.is_main_process():  # the workdir's one writer
+    curves.plot_curves(workdir)
+  exports = [lm_experiment.export_dir(workdir, s) for s in range(cfg.num_seeds)]
+  return (table_lib.final_table(rows, workdir) + "\n  exported: " + ", ".join(exports)
+          if cfg.export.enabled else table_lib.final_table(rows, workdir))
+
+
 def _letters_evaluate(cfg, workdir, step=None, every=False) -> str:
   if step is not None or every:
     raise ConfigError("step", "letters evaluates each phase's final models; no --step / --every")
@@ -110,6 +121,9 @@ APPS = {
     "llm": App(
         "llm", frozenset({"benchmarks", "systems", "models"}), llm_runner.validate,
         _llm_run, None, None, _llm_report),
+    "lm_train": App(
+        "lm_train", frozenset({"corpus", "export"}), lm_experiment.validate, _lm_run, None,
+        None, lm_report.write),
 }
 
 

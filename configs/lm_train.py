@@ -9,10 +9,24 @@ preset's loader) reads back. A fine-tune starts every run from an exported model
 --config.init_from=/tmp/lm_quick/export/seed_0 (the paper's relation: experts start at the
 background's weights), and a corpus with a loss_mask on each line trains on answers only.
 
-The corpus: `synthetic` (arithmetic progressions of token ids: tests and timing) or `jsonl`
+The corpus: `synthetic` (arithmetic progressions of token ids: tests and timing), `jsonl`
 (one document a line, {"tokens": [ids], "loss_mask": [0/1]}; corpus.tokenizer the
-tokenizer.model the ids come from, copied into every export). A pipeline that tokenises its own
-documents passes packed rows to experiment.train(..., corpus=...) instead.
+tokenizer.model the ids come from, copied into every export) or `llm_data` (issue 38's study
+data: the `data` section is llm_data's data config, built into corpus.data_dir; corpus.sources
+what is trained on; corpus.answer_only counts only the answers' tokens; lm_train/llm_corpus.py).
+A pipeline that tokenises its own documents passes packed rows to experiment.train(...,
+corpus=...) instead.
+
+The study's presets, <size>_background and <size>_expert_<skill> (size test, quick or cpu;
+skill arith, funcs or strings): the background trains on prose + python, an expert fine-tunes
+from the background's export on one skill's training problems, loss on the answers only:
+
+  python experiments/train.py --config=configs/lm_train.py:quick_background \
+    --config.corpus.data_dir=/tmp/llm_data --workdir=/tmp/lm_background
+  python experiments/train.py --config=configs/lm_train.py:quick_expert_arith \
+    --config.corpus.data_dir=/tmp/llm_data \
+    --config.init_from=/tmp/lm_background/export/seed_0 --workdir=/tmp/lm_arith
+  python experiments/report.py --dir=/tmp/lm_arith
 
 Presets (model.vocab_size is the tokenizer's; the sizes below at 512 / 4096): test (31k
 parameters, seconds: the tests), quick (0.6M / 0.9M parameters, 400 steps of 16 x 128 tokens:
@@ -22,10 +36,14 @@ tokens: about an hour). docs/lm_train.md has the measured tokens/s per size.
 
 import ml_collections
 
+from compgen_jax.llm_data import config as data_config
 from compgen_jax.lm_train import model
 from compgen_jax.training.config import train_config
 
-PRESETS = ("test", "quick", "cpu")
+SIZES = ("test", "quick", "cpu")
+SKILLS = ("arith", "funcs", "strings")  # an expert's skill (llm_data's training problems)
+ROLES = ("background",) + tuple(f"expert_{s}" for s in SKILLS)
+PRESETS = SIZES + tuple(f"{size}_{role}" for size in SIZES for role in ROLES)
 
 
 def base() -> ml_collections.ConfigDict:
@@ -37,7 +55,10 @@ def base() -> ml_collections.ConfigDict:
   # held-out ones from seed + 1), min_len..max_len ids each.
   cfg.corpus = ml_collections.ConfigDict(dict(
       source="synthetic", seq_len=128, add_bos=True, path="", held_out_path="", tokenizer="",
-      seed=0, num_documents=2000, num_held_out=100, min_len=8, max_len=64))
+      seed=0, num_documents=2000, num_held_out=100, min_len=8, max_len=64,
+      data_dir="", sources=("prose", "python"), answer_only=False))
+  # llm_data's data config (source llm_data only): the corpora, skills and tokenizer
+  cfg.data = data_config.data_config("cpu")
   cfg.init_from = ""  # an exported Gemma-2 directory every run starts from (fine-tuning)
   # AdamW (training/optim.py; decay on matrices and the embedding, not the norms) after
   # global-norm clipping at grad_clip (0: none).
@@ -52,9 +73,40 @@ def base() -> ml_collections.ConfigDict:
 
 
 def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
-  """The named preset: test, quick or cpu."""
+  """The named preset: a size (test, quick, cpu: the synthetic corpus) or <size>_<role>."""
+  if preset not in PRESETS:
+    raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+  size, _, role = preset.partition("_")
+  cfg = sized(size)
+  if role:
+    study(cfg, size, role)
+  cfg.lock()
+  return cfg
+
+
+def study(cfg: ml_collections.ConfigDict, size: str, role: str) -> None:
+  """Issue 38's corpus: the background on prose + python, an expert on one skill's answers
+  (fine-tuned from the background: a lower learning rate, a quarter of the steps)."""
+  cfg.data = data_config.data_config("tiny" if size == "test" else "cpu")
+  cfg.model.vocab_size = cfg.data.tokenizer.vocab_size
+  cfg.corpus.update(source="llm_data", num_held_out=10 if size == "test" else 200)
+  if size == "test":
+    cfg.num_seeds = 1
+    cfg.train.update(num_steps=40, chunk_size=20, checkpoint_every=20)
+    cfg.evals.every = 20
+  if role.startswith("expert_"):
+    cfg.corpus.update(sources=(role.removeprefix("expert_"),), answer_only=True)
+    cfg.optim.update(learning_rate=cfg.optim.learning_rate / 3,
+                     warmup_steps=max(1, cfg.optim.warmup_steps // 4))
+    steps = cfg.train.num_steps // 4 if size != "test" else cfg.train.num_steps
+    cfg.train.update(num_steps=steps, checkpoint_every=min(cfg.train.checkpoint_every, steps))
+    cfg.evals.every = min(cfg.evals.every, steps)
+
+
+def sized(size: str) -> ml_collections.ConfigDict:
+  """The model, corpus lengths and training length of a size (the synthetic corpus)."""
   cfg = base()
-  if preset == "test":
+  if size == "test":
     cfg.num_seeds = 2
     # vocab_size: the tests' tokenizer (byte fallback: 256 byte pieces + 4 special + merges)
     cfg.model.update(vocab_size=400, width=32, num_layers=2, num_heads=2, num_kv_heads=1,
@@ -64,19 +116,16 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.train.update(num_steps=200, batch_size=8, chunk_size=20, log_every=10,
                      checkpoint_every=100, progress=False)
     cfg.evals.every = 100
-  elif preset == "quick":
+  elif size == "quick":
     cfg.model.update(width=96, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=24,
                      mlp_dim=384)
     cfg.corpus.seq_len = 128
     cfg.optim.warmup_steps = 40
     cfg.train.update(num_steps=400, checkpoint_every=200)
     cfg.evals.every = 200
-  elif preset == "cpu":
+  elif size == "cpu":
     cfg.model.update(width=192, num_layers=6, num_heads=4, num_kv_heads=2, head_dim=48,
                      mlp_dim=768)
     cfg.corpus.seq_len = 256
     cfg.train.update(num_steps=2000, batch_size=16, chunk_size=100, checkpoint_every=500)
-  else:
-    raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-  cfg.lock()
   return cfg

@@ -20,9 +20,7 @@ from tests.helpers import REPO, load_config
 
 # configs/<file>.py -> the application its presets belong to
 EXPECTED = {"hyperteacher": "scaling", "preference": "scaling", "images": "images",
-            "letters": "letters", "theorem": "theory", "llm": "llm"}
-# config files of no application yet: lm_train's record comes with the LLM pipeline (issue 38)
-NOT_YET = {"lm_train"}
+            "letters": "letters", "theorem": "theory", "llm": "llm", "lm_train": "lm_train"}
 
 
 def _presets(name: str) -> tuple[str, ...]:
@@ -34,7 +32,7 @@ def _presets(name: str) -> tuple[str, ...]:
 
 def test_every_preset_is_exactly_one_applications():
   files = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "configs", "*.py"))}
-  assert files == set(EXPECTED) | NOT_YET  # a new config file gets its application here
+  assert files == set(EXPECTED)  # a new config file gets its application here
   for name, app in EXPECTED.items():
     for preset in _presets(name):
       assert apps.of_config(load_config(name, preset)).name == app, (name, preset)

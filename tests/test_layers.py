@@ -16,11 +16,11 @@ LAYERS = (
     ("metric_writer", "cli"),
     ("training",),  # the engine: family-free (it imports no task, student or application)
     ("tasks", "encodings", "lm"),
-    ("students", "composition", "lm_train"),
+    ("students", "composition"),
     ("analysis",),
     ("scaling",),  # paper 1's experiment (hyperteacher, preference); theory builds on it
     ("llm_data",),  # the LLM study's corpora, skills and tokenizer, for training and llm_eval
-    ("theory", "letters", "llm_eval", "images"),  # applications
+    ("theory", "letters", "llm_eval", "images", "lm_train"),  # applications
     ("apps",),  # one record per application: what the binaries and the sweep launcher read
     ("sweeps",),  # launches train.py / evaluate.py / probe.py programs (spec.SWEEPABLE)
 )
@@ -28,7 +28,7 @@ APPLICATIONS = set(LAYERS[-3])
 # A read-only leaf: tables, plots and reports from workdir files, never a model or a run.
 ANALYSIS_MAY_IMPORT = {"types", "files", "workdir", "metric_writer", "tasks"}
 # Families that train through the engine alone (the contract: init_one + step + a config).
-ENGINE_ONLY = ("images", "letters")
+ENGINE_ONLY = ("images", "letters", "lm_train")
 PACKAGE = os.path.join(REPO, "compgen_jax")
 
 

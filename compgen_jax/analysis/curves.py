@@ -25,7 +25,9 @@ def _series(rows: list[dict], key: str) -> dict[int, tuple[np.ndarray, np.ndarra
 
 
 def _label(row: dict) -> str:
-  return f"seed {row['seed']}, frac {row['frac_ood']:g}, lr {row['learning_rate']:g}"
+  """The run's own fields a family's rows carry (a language model's: the seed alone)."""
+  return ", ".join(f"{name} {row[key]:g}" for key, name in (
+      ("seed", "seed"), ("frac_ood", "frac"), ("learning_rate", "lr")) if key in row)
 
 
 def plot_curves(workdir: str, filename: str = workdir_lib.CURVES_FILE) -> str | None:

@@ -11,14 +11,14 @@ import numpy as np
 from compgen_jax import checkpointing, checks
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.lm import gemma2, hf_export, loading
-from compgen_jax.lm_train import data, family
+from compgen_jax.lm_train import data, family, llm_corpus
 from compgen_jax.lm_train import model as model_lib
 from compgen_jax.training import loop, optim
 from compgen_jax.training import passes as engine_passes
 from compgen_jax.training.config import validate_train
 from compgen_jax.types import CheckpointError, ConfigError, DataError, PyTree
 
-SOURCES = ("synthetic", "jsonl")
+SOURCES = ("synthetic", "jsonl", "llm_data")  # llm_data: llm_corpus.py
 EXPORT_DIR = "export"  # <workdir>/export/seed_<s>/: config.json, model.safetensors, tokenizer
 
 
@@ -35,6 +35,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     for name in ("num_documents", "num_held_out", "min_len"):
       checks.integer(f"corpus.{name}", d[name], low=1)
     checks.integer("corpus.max_len", d.max_len, low=d.min_len)
+  elif d.source == "llm_data":
+    llm_corpus.validate(cfg)
   else:
     for name in ("path", "held_out_path"):
       if not (isinstance(d[name], str) and os.path.isfile(d[name])):
@@ -75,6 +77,8 @@ def documents(cfg: ml_collections.ConfigDict) -> tuple[tuple, tuple]:
     draw = lambda seed, n: (data.synthetic_documents(  # noqa: E731
         seed, n, cfg.model.vocab_size, d.min_len, d.max_len), None)
     return draw(d.seed, d.num_documents), draw(d.seed + 1, d.num_held_out)
+  if d.source == "llm_data":
+    return llm_corpus.documents(cfg)
   return (data.read_jsonl(d.path, cfg.model.vocab_size),
           data.read_jsonl(d.held_out_path, cfg.model.vocab_size))
 
@@ -83,6 +87,13 @@ def packed(cfg: ml_collections.ConfigDict) -> tuple[data.Packed, data.Packed]:
   (docs, masks), (held_docs, held_masks) = documents(cfg)
   pack = lambda x, m: data.pack(x, cfg.corpus.seq_len, m, cfg.corpus.add_bos)  # noqa: E731
   return pack(docs, masks), pack(held_docs, held_masks)
+
+
+def tokenizer_path(cfg: ml_collections.ConfigDict) -> str | None:
+  """The tokenizer.model the corpus's ids come from (copied into every export), if any."""
+  if cfg.corpus.source == "llm_data":
+    return llm_corpus.tokenizer_path(cfg)
+  return cfg.corpus.tokenizer or None
 
 
 def start_params(cfg: ml_collections.ConfigDict) -> PyTree | None:
@@ -136,5 +147,5 @@ def export(cfg: ml_collections.ConfigDict, workdir: str) -> list[str]:
   for s in range(cfg.num_seeds):
     out.append(export_dir(workdir, s))
     hf_export.write(out[-1], c, jax.tree.map(lambda a, s=s: np.asarray(a[s]), params_R),
-                    cfg.corpus.tokenizer or None)
+                    tokenizer_path(cfg))
   return out
