@@ -3,35 +3,25 @@ workdir of it is run, evaluated, probed and reported, and the report file it wri
 binaries read this table (experiments/train.py --config, evaluate.py / probe.py --workdir from
 the workdir's config.json, report.py --dir), and so does the sweep launcher (sweeps/spec.py)."""
 
-import json
+import importlib
 import os
 from collections.abc import Callable
 from typing import NamedTuple
 
 import ml_collections
 
-from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import curves, sweep_report
-from compgen_jax.analysis import report as table_lib
-from compgen_jax.images import experiment as images_experiment
-from compgen_jax.images import report as images_report
 from compgen_jax.letters import config as letters_config
-from compgen_jax.letters import report as letters_report
-from compgen_jax.letters import runner as letters_runner
-from compgen_jax.letters import standalone as letters_standalone
-from compgen_jax.llm_eval import report as llm_report
-from compgen_jax.llm_eval import runner as llm_runner
-from compgen_jax.lm_train import experiment as lm_experiment
-from compgen_jax.lm_train import report as lm_report
-from compgen_jax.scaling import config as scaling_config
-from compgen_jax.scaling import passes as scaling_passes
-from compgen_jax.scaling import runs as scaling_runs
-from compgen_jax.scaling import train as scaling_train
-from compgen_jax.theory import experiment as theory_experiment
-from compgen_jax.theory import report as theory_report
-from compgen_jax.training import sharding
 from compgen_jax.types import ConfigError
+
+
+def _lazy(module: str, name: str) -> Callable:
+  """`module.name`, imported at its first call: a binary imports only the application it runs
+  (all of them together took 2.5 s of every start: scipy, sympy, matplotlib, orbax)."""
+  def call(*args, **kwargs):
+    return getattr(importlib.import_module(module), name)(*args, **kwargs)
+  call.__qualname__ = call.__name__ = f"{module}.{name}"
+  return call
 
 
 class App(NamedTuple):
@@ -50,80 +40,101 @@ class App(NamedTuple):
 
 
 def _scaling_run(cfg, workdir) -> str:
-  rows = scaling_train.train_and_evaluate(cfg, workdir)
+  from compgen_jax.analysis import curves, report
+  from compgen_jax.scaling import train
+  from compgen_jax.training import sharding
+  rows = train.train_and_evaluate(cfg, workdir)
   if sharding.is_main_process():  # the workdir's one writer
     curves.plot_curves(workdir)
-  return table_lib.final_table(rows, workdir)
+  return report.final_table(rows, workdir)
 
 
 def _images_stage(mode: str):
-  return lambda cfg, workdir, step=None, every=False: images_experiment.run(
-      cfg, workdir, mode, step, every)
+  def stage(cfg, workdir, step=None, every=False):
+    from compgen_jax.images import experiment
+    return experiment.run(cfg, workdir, mode, step, every)
+  return stage
 
 
 def _letters_run(cfg, workdir) -> str:
-  results = letters_runner.run(cfg, workdir)
+  from compgen_jax.letters import runner
+  results = runner.run(cfg, workdir)
   return f"experiments {', '.join(results)}: {workdir}/<experiment>/results.jsonl"
 
 
 def _theory_run(cfg, workdir) -> str:
-  return json.dumps(theory_experiment.run(cfg, workdir), indent=1)
+  import json
+
+  from compgen_jax.theory import experiment
+  return json.dumps(experiment.run(cfg, workdir), indent=1)
 
 
 def _llm_run(cfg, workdir) -> str:
-  llm_runner.run(cfg, workdir)  # prints its table and the report's path
+  from compgen_jax.llm_eval import runner
+  runner.run(cfg, workdir)  # prints its table and the report's path
   return ""
 
 
 def _lm_run(cfg, workdir) -> str:
-  rows = lm_experiment.train(cfg, workdir)
+  from compgen_jax.analysis import curves, report
+  from compgen_jax.lm_train import experiment
+  from compgen_jax.training import sharding
+  rows = experiment.train(cfg, workdir)
   if sharding.is_main_process():  # the workdir's one writer
     curves.plot_curves(workdir)
-  exports = [lm_experiment.export_dir(workdir, s) for s in range(cfg.num_seeds)]
-  return (table_lib.final_table(rows, workdir) + "\n  exported: " + ", ".join(exports)
-          if cfg.export.enabled else table_lib.final_table(rows, workdir))
+  exports = [experiment.export_dir(workdir, s) for s in range(cfg.num_seeds)]
+  return (report.final_table(rows, workdir) + "\n  exported: " + ", ".join(exports)
+          if cfg.export.enabled else report.final_table(rows, workdir))
 
 
 def _letters_evaluate(cfg, workdir, step=None, every=False) -> str:
   if step is not None or every:
     raise ConfigError("step", "letters evaluates each phase's final models; no --step / --every")
-  results = letters_standalone.evaluate(cfg, workdir)
+  from compgen_jax.letters import standalone
+  results = standalone.evaluate(cfg, workdir)
   return f"experiments {', '.join(results)}: {workdir}/<experiment>/results.jsonl"
 
 
 def _llm_report(directory: str, out_dir: str | None = None) -> str:
   if out_dir not in (None, directory):
     raise ConfigError("out", "an llm report is written into its workdir")
-  return llm_report.write(directory, metric_writer.read_rows(
+  from compgen_jax import metric_writer
+  from compgen_jax.llm_eval import report
+  return report.write(directory, metric_writer.read_rows(
       os.path.join(directory, workdir_lib.SUMMARY_FILE)))
 
 
 APPS = {
     "scaling": App(
-        "scaling", frozenset({"task", "encoding", "student"}), scaling_runs.validate,
-        _scaling_run,
-        lambda cfg, workdir, step=None, every=False: scaling_passes.evaluate_workdir(
-            workdir, step, every),
-        lambda cfg, workdir, step=None, every=False: scaling_passes.probe_workdir(
-            workdir, step, every),
-        sweep_report.write_report, scaling_config.resolved),
+        "scaling", frozenset({"task", "encoding", "student"}),
+        _lazy("compgen_jax.scaling.runs", "validate"), _scaling_run,
+        lambda cfg, workdir, step=None, every=False: _lazy(
+            "compgen_jax.scaling.passes", "evaluate_workdir")(workdir, step, every),
+        lambda cfg, workdir, step=None, every=False: _lazy(
+            "compgen_jax.scaling.passes", "probe_workdir")(workdir, step, every),
+        _lazy("compgen_jax.analysis.sweep_report", "write_report"),
+        _lazy("compgen_jax.scaling.config", "resolved")),
     "images": App(
-        "images", frozenset({"scene", "flow", "sampler"}), images_experiment.validate_program,
+        "images", frozenset({"scene", "flow", "sampler"}),
+        _lazy("compgen_jax.images.experiment", "validate_program"),
         _images_stage("train"), _images_stage("evaluate"), _images_stage("probe"),
-        images_report.write),
+        _lazy("compgen_jax.images.report", "write")),
     "letters": App(
         "letters", frozenset({"experiments", "data", "compose", "finetune"}),
-        letters_config.validate, _letters_run, _letters_evaluate, None,
-        letters_report.write_report, overridable=letters_standalone.EVALUATION_FIELDS),
+        _lazy("compgen_jax.letters.config", "validate"), _letters_run, _letters_evaluate, None,
+        _lazy("compgen_jax.letters.report", "write_report"),
+        overridable=letters_config.EVALUATION_FIELDS),
     "theory": App(
-        "theory", frozenset({"theorem", "hyperteacher"}), theory_experiment.validate,
-        _theory_run, None, None, theory_report.write_report),
+        "theory", frozenset({"theorem", "hyperteacher"}),
+        _lazy("compgen_jax.theory.experiment", "validate"), _theory_run, None, None,
+        _lazy("compgen_jax.theory.report", "write_report")),
     "llm": App(
-        "llm", frozenset({"benchmarks", "systems", "models"}), llm_runner.validate,
-        _llm_run, None, None, _llm_report),
+        "llm", frozenset({"benchmarks", "systems", "models"}),
+        _lazy("compgen_jax.llm_eval.runner", "validate"), _llm_run, None, None, _llm_report),
     "lm_train": App(
-        "lm_train", frozenset({"corpus", "export"}), lm_experiment.validate, _lm_run, None,
-        None, lm_report.write),
+        "lm_train", frozenset({"corpus", "export"}),
+        _lazy("compgen_jax.lm_train.experiment", "validate"), _lm_run, None, None,
+        _lazy("compgen_jax.lm_train.report", "write")),
 }
 
 
@@ -145,7 +156,7 @@ def of_report_dir(path: str) -> App:
   runs (letters: <dir>/runs/<name>/config.json, all of one application)."""
   if os.path.isfile(os.path.join(path, workdir_lib.CONFIG_FILE)):
     return of_workdir(path)[0]
-  runs = os.path.join(path, letters_report.RUNS_DIR)
+  runs = os.path.join(path, workdir_lib.RUNS_DIR)
   found = {of_workdir(os.path.join(runs, name))[0].name for name in
            (sorted(os.listdir(runs)) if os.path.isdir(runs) else [])}
   if len(found) != 1:

@@ -32,6 +32,7 @@ PAPER_PROGRAMS_FILE = "paper_programs.json"
 # Reports, every application's (apps.py: its record names the one it writes).
 SWEEP_REPORT_FILE = "REPORT.md"    # of a sweep dir: analysis/sweep_report
 REPORT_FILE = "report.md"          # of an images, letters, theorem or llm workdir
+RUNS_DIR = "runs"                  # of a letters results dir: one workdir per run (letters/report)
 CLAIMS_FILE = "claims.json"        # the verdicts of a report's claims (sweep reports, theorem)
 SUMMARY_FILE = "summary.jsonl"     # llm: one row per benchmark and system (llm_eval/runner)
 # A workdir's rows: what a report reads (analysis/load.py), results/cpu/.gitignore keeps and a

@@ -21,9 +21,6 @@ from absl import flags
 
 from compgen_jax import apps, cli
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import plots, report
-from compgen_jax.scaling import passes
-from compgen_jax.training import sharding
 from compgen_jax.types import ConfigError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
@@ -48,7 +45,16 @@ def main(argv):
     if _EVALUATORS.value:
       raise ConfigError("evaluators", f"a {app.name} workdir has no evaluator registry")
     print(apps.stage(app, "evaluate")(cfg, _WORKDIR.value, _STEP.value, _EVERY.value))
-    return
+  else:
+    _scaling_passes()
+
+
+def _scaling_passes():
+  """The scaling pass with --evaluators, its table and curve (imported here: the other
+  applications' passes never load them)."""
+  from compgen_jax.analysis import plots, report
+  from compgen_jax.scaling import passes
+  from compgen_jax.training import sharding
   rows = passes.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
                                  _EVALUATORS.value or None)
   keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]

@@ -26,6 +26,13 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 TINY_SWEEP = "configs/sweeps/data_scaling.py:tiny"
 
 
+def pytest_collection_modifyitems(items):
+  """Modules marked `heavy` (a test or fixture of 30 s or more) run first: pytest-xdist hands
+  tests out in collection order, so a long one collected last would keep one worker busy while
+  the other has nothing left (the sort is stable, and the same on every worker)."""
+  items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 @pytest.fixture(scope="session")
 def tiny_sweep(tmp_path_factory) -> str:
   """The tiny data-scaling sweep (2 programs x 4 runs, 100 steps), run and probed once per

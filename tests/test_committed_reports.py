@@ -20,6 +20,8 @@ from compgen_jax.sweeps import spec
 from tests import helpers
 from tests.helpers import REPO
 
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+
 RESULTS = os.path.join(REPO, "results", "cpu")
 COMPARED = {"scaling": (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE),
             "images": (images_report.REPORT_FILE,)}  # per application (spec.SWEEPABLE)

@@ -20,6 +20,8 @@ from compgen_jax.training import ridge
 from compgen_jax.types import CheckpointError
 from tests.helpers import REPO, load_config
 
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 

@@ -8,10 +8,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from tests.helpers import REPO, finish, kill_at_first_checkpoint
+
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
 
 # 3 seeds x 2 coverages = 6 runs: padded to 8 on 4 devices (copies of run 5)
 OVERRIDES = ["--config.num_seeds=3", "--config.train.num_steps=200",

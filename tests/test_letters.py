@@ -19,6 +19,8 @@ from compgen_jax.lm.model import uniform_model
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO, load_config
 
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.letters import config as letters_config
 from compgen_jax.letters import registry, runner, standalone
 from compgen_jax.types import ConfigError, NonFiniteError
 from tests.helpers import REPO, load_config
@@ -126,13 +127,13 @@ def test_which_overrides_and_models_an_evaluation_pass_accepts():
   ok = load_config("letters", "tiny", experiments=("k_experts", "substitution"), **{
       "compose.k_max": 2, "compose.kl_threshold": 0.3, "data.length_max": 6,
       "train.progress": True})
-  workdir_lib.check_unchanged(saved, ok, standalone.EVALUATION_FIELDS, "an evaluation")
+  workdir_lib.check_unchanged(saved, ok, letters_config.EVALUATION_FIELDS, "an evaluation")
   standalone.check_trained(saved, ok, "W")
   for field, value in [("optim.learning_rate", 0.1), ("data.train_len", 5), ("seed", 1),
                        ("finetune.train.num_steps", 25), ("init", "independent")]:
     with pytest.raises(ConfigError) as e:
       workdir_lib.check_unchanged(saved, load_config("letters", "tiny", **{field: value}),
-                                  standalone.EVALUATION_FIELDS, "an evaluation")
+                                  letters_config.EVALUATION_FIELDS, "an evaluation")
     assert e.value.field == field
   fewer = load_config("letters", "tiny", experiments=("k_experts",), **{"compose.k_max": 2})
   with pytest.raises(ConfigError, match="'k_experts' needs E>F") as e:

@@ -8,11 +8,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import runner, training
 from tests.helpers import REPO, finish, kill_at_first_checkpoint
+
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
 
 # tiny: 3 tasks x 2 seeds = 6 runs (padded to 8 on 4 devices); a checkpoint every 50 steps
 OVERRIDES = ["--config.experiments=('substitution',)", "--config.train.num_steps=200",

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.letters import report
 from tests.helpers import REPO
 
@@ -24,7 +25,7 @@ def test_committed_report_regenerates_from_the_committed_rows(tmp_path):
 
 
 def _fake_run(root, name, ems, qualitative):
-  run = root / report.RUNS_DIR / name
+  run = root / workdir_lib.RUNS_DIR / name
   os.makedirs(run)
   cfg = {"preset": "authors", "init": "independent", "num_seeds": len(ems),
          "data": {"layout": "position"}, "optim": {"learning_rate": 3e-4},
@@ -49,4 +50,4 @@ def test_tables_are_computed_from_the_rows(tmp_path):
   assert report.final_losses(runs["a"]["metrics"]) == {"identity": 0.5, "A>K": 0.1}
   text = open(report.write_report(str(tmp_path))).read()
   assert "| a | A>K,M>B | 0.750 | 0.500 |" in text
-  shutil.rmtree(tmp_path / report.RUNS_DIR)
+  shutil.rmtree(tmp_path / workdir_lib.RUNS_DIR)

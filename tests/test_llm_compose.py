@@ -20,6 +20,8 @@ from compgen_jax.lm import gemma2, hf_export
 from compgen_jax.types import CheckpointError, ConfigError
 from tests import helpers
 
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "gemma2_tiny")
 

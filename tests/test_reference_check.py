@@ -12,9 +12,12 @@ against an independent numpy teacher in test_hyperteacher.py.
 """
 
 import numpy as np
+import pytest
 
 from compgen_jax.scaling import train as scaling_train
 from tests.helpers import load_config
+
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
 
 STEPS = 600
 MIN_OOD_R2 = 0.6

@@ -26,7 +26,7 @@ from tests.helpers import REPO
 
 # One cluster per module and worker (its own directory and ports), so two pytest-xdist workers
 # may each start one; --dist=loadgroup keeps the module on one worker.
-pytestmark = pytest.mark.xdist_group("slurm")
+pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.heavy]
 
 SWEEP_CONFIG = '''
 import ml_collections

@@ -8,9 +8,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from compgen_jax import checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
 from tests.helpers import REPO
+
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
 
 SWEEP_CONFIG = '''
 import ml_collections

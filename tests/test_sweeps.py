@@ -15,6 +15,8 @@ from compgen_jax.sweeps import program as program_lib
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO, run_sweep_binary, sweep_config_file
 
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+
 SWEEP_CONFIG = '''
 import ml_collections
 

@@ -11,6 +11,11 @@ from compgen_jax.types import ConfigError
 INITS = ("independent", "shared")
 
 
+# May differ from the trained config in an evaluate-only pass (letters/standalone.py; the task
+# lists are checked against the checkpoints).
+EVALUATION_FIELDS = ("preset", "experiments", "compose", "finetune.regimes", "data.test_size",
+                     "data.length_max", "data.length_per_len", "train.progress")
+
 def _check(ok: bool, field: str, message: str) -> None:
   if not ok:
     raise ConfigError(field, message)

@@ -23,7 +23,7 @@ from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis.markdown import table  # noqa: E402
 from compgen_jax.letters.training import SCRATCH  # noqa: E402
 
-RUNS_DIR, TIMINGS_FILE = "runs", "timings.jsonl"
+TIMINGS_FILE = "timings.jsonl"
 REPORT_FILE = workdir_lib.REPORT_FILE
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations")
 EM_PNG, SEPARATION_PNG, LENGTH_PNG = "em.png", "separation.png", "length.png"
@@ -36,7 +36,7 @@ def _num(v) -> float:
 def load_runs(results_dir: str) -> dict[str, dict]:
   """{run name: {'config', 'metrics', <experiment>: rows}} in name order."""
   runs = {}
-  root = os.path.join(results_dir, RUNS_DIR)
+  root = os.path.join(results_dir, workdir_lib.RUNS_DIR)
   for name in sorted(os.listdir(root)):
     with open(os.path.join(root, name, workdir_lib.CONFIG_FILE)) as f:
       run = {"config": json.load(f),

@@ -4,16 +4,17 @@
       --config.compose.kl_threshold=0.05
 
 The config is W/config.json with the `--config.<field>=...` overrides applied (cli.with_overrides).
-Only fields that do not change what was trained may differ (EVALUATION_FIELDS, the letters app's
-`overridable`); any other difference is a ConfigError naming the field. The requested experiments
-may read only models W trained: the saved config's `registry.scratch_tasks` / `finetune_runs`, which
-also fix the checkpoints' stacked layout the models are restored against. Results: every requested
-experiment runs first; then each one's rows and plot replace W/<name>/results.jsonl and plot.png by
-atomic renames, so a failing pass leaves earlier results byte-identical. Nothing else in W is
-written: no training metrics, no checkpoint. The checkpoints are each phase's final one, picked by
-training.passes.select_steps as every checkpoint pass picks its steps; the rows are per experiment,
-not per checkpoint step, so a re-run replaces an experiment's results.jsonl whole (where the other
-passes replace the rows of their step: training.passes.write_pass).
+Only fields that do not change what was trained may differ (config.EVALUATION_FIELDS, the letters
+app's `overridable`); any other difference is a ConfigError naming the field. The requested
+experiments may read only models W trained: the saved config's `registry.scratch_tasks` /
+`finetune_runs`, which also fix the checkpoints' stacked layout the models are restored against.
+Results: every requested experiment runs first; then each one's rows and plot replace
+W/<name>/results.jsonl and plot.png by atomic renames, so a failing pass leaves earlier results
+byte-identical. Nothing else in W is written: no training metrics, no checkpoint. The checkpoints
+are each phase's final one, picked by training.passes.select_steps as every checkpoint pass picks
+its steps; the rows are per experiment, not per checkpoint step, so a re-run replaces an
+experiment's results.jsonl whole (where the other passes replace the rows of their step:
+training.passes.write_pass).
 """
 
 import os
@@ -25,10 +26,6 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.composition import spec
 from compgen_jax.letters import config, registry, runner, zoo
 from compgen_jax.types import ConfigError
-
-# May differ from the trained config (the task lists are checked against the checkpoints).
-EVALUATION_FIELDS = ("preset", "experiments", "compose", "finetune.regimes", "data.test_size",
-                     "data.length_max", "data.length_per_len", "train.progress")
 
 
 def with_defaults(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -84,7 +81,7 @@ def evaluate(cfg: ml_collections.ConfigDict, workdir: str,
   except (AttributeError, KeyError, TypeError) as e:  # a config.json from another code version
     raise ConfigError("workdir", f"the config in {workdir!r} is incompatible with this code "
                       f"({type(e).__name__}: {e})") from e
-  workdir_lib.check_unchanged(saved, cfg, EVALUATION_FIELDS, "an evaluate-only pass")
+  workdir_lib.check_unchanged(saved, cfg, config.EVALUATION_FIELDS, "an evaluate-only pass")
   check_trained(saved, cfg, workdir)
   start = time.time()
   trained = registry.scratch_tasks(saved), registry.finetune_runs(saved)
