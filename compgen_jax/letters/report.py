@@ -25,7 +25,8 @@ from compgen_jax.letters.training import SCRATCH  # noqa: E402
 
 TIMINGS_FILE = "timings.jsonl"
 REPORT_FILE = workdir_lib.REPORT_FILE
-EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations")
+EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations", "k_experts",
+               "arithmetic")
 EM_PNG, SEPARATION_PNG, LENGTH_PNG = "em.png", "separation.png", "length.png"
 
 
@@ -121,6 +122,72 @@ def diagnostic_rows(runs: dict) -> list[list]:
       em = [_num(r.get("exact_match", r.get("exact_match_parallel"))) for r in rs]
       rows.append([name, key, float(np.mean(em))] + [
           f"{np.mean([_num(r.get(k, 'nan')) for r in rs]):.3g}" for k in _DIAG])
+  return rows
+
+
+def _seeds(em: list[float]) -> list:
+  """Mean, worst seed and every seed's value of one cell."""
+  return [float(np.mean(em)), float(np.min(em)), ", ".join(f"{v:.3f}" for v in em)]
+
+
+def baseline_rows(runs: dict) -> list[list]:
+  """Per run, pair and method, the exact match of each seed: the composition beside the model
+  trained jointly on both substitutions, weight averaging, task arithmetic (lambda 0.5, 1), each
+  expert alone and the background alone (letters/experiments.py's baselines)."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("baselines", []):
+      groups[(r["pair"], r["method"])].append(_num(r["exact_match"]))
+    rows += [[name, pair, method, *_seeds(em)] for (pair, method), em in groups.items()]
+  return rows
+
+
+def background_rows(runs: dict) -> list[list]:
+  """Per run, pair and background of the composition: exact match per seed, and the seed means
+  of |log Z_t| and of the both-active fraction."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("background", []):
+      groups[(r["pair"], r["background"])].append(r)
+    for (pair, bg), rs in groups.items():
+      rows.append([name, pair, bg, *_seeds([_num(r["exact_match"]) for r in rs]),
+                   f"{np.mean([_num(r['mean_abs_log_z']) for r in rs]):.3g}",
+                   f"{np.mean([_num(r['overlap']) for r in rs]):.3g}"])
+  return rows
+
+
+def k_expert_rows(runs: dict) -> list[list]:
+  """Per run and k (experts A>B, C>D, ... composed over one background): exact match per seed,
+  the seed means of |log Z_t|, of the composed p(EOS) where the reference ends, and of its
+  largest value anywhere else (on the reference's prefix)."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("k_experts", []):
+      groups[r["k"]].append(r)
+    for k, rs in sorted(groups.items()):
+      rows.append([name, k, *_seeds([_num(r["exact_match"]) for r in rs]),
+                   f"{np.mean([_num(r['mean_abs_log_z']) for r in rs]):.3g}",
+                   *[f"{np.mean([_num(r[k]) for r in rs]):.3g}" for k in (
+                       "p_eos_at_eos", "max_p_eos_elsewhere")]])
+  return rows
+
+
+def arithmetic_rows(runs: dict) -> list[list]:
+  """Per run and fine-tuned regime: how far task arithmetic's next-token distribution is from
+  the composition's (max total variation over steps and seeds), and both exact matches."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("arithmetic", []):
+      groups[r["regime"]].append(r)
+    for regime, rs in groups.items():
+      rows.append([name, regime, f"{max(_num(r['max_tv']) for r in rs):.2g}",
+                   *[f"{np.mean([_num(r[k]) for r in rs]):.3f}" for k in (
+                       "exact_match_task_arithmetic", "exact_match_composition",
+                       "exact_match_expert1_own", "exact_match_expert2_own")]])
   return rows
 
 
@@ -266,6 +333,31 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
              "|log Z| both", "tail boost", "unranked mass", "unranked picks", "H(p_b)",
              "H(p_i)"],
             diagnostic_rows(runs)),
+      "## Baselines (held-out strings of length 16)",
+      "The composition against what else can be made of the same models: one model trained on "
+      "both substitutions (`joint`, an upper baseline), the experts' weights averaged "
+      "(`weight_average`), the background plus lambda x the sum of the experts' task vectors "
+      "(`task_arithmetic_<lambda>`), each expert and the background alone. Exact match per seed. "
+      "An expert alone is right exactly on the strings without the other substitution's source "
+      "letter, (25/26)^16 = 0.53 of uniform 16-letter strings, and the background on those with "
+      "neither, (24/26)^16 = 0.28: these rows are the same in every run because the held-out "
+      "strings are.",
+      table(["run", "pair", "method", "mean", "worst seed", "per seed"], baseline_rows(runs)),
+      "## Choice of background",
+      "The same experts composed over a background trained on identity strings (the default), "
+      "the uniform distribution, or a model trained on the mixture of both substitutions.",
+      table(["run", "pair", "background", "mean", "worst seed", "per seed", "|log Z|",
+             "overlap"], background_rows(runs)),
+      "## k experts (A>B, C>D, E>F, ...) over one background",
+      table(["run", "k", "mean", "worst seed", "per seed", "|log Z|",
+             "composed p(EOS) at the end", "max elsewhere"], k_expert_rows(runs)),
+      "## Task arithmetic against composition, by fine-tuned regime",
+      "Experts fine-tuned from the background in one regime (`head`: the output head alone, "
+      "`top1` / `top2`: the last one or two blocks and the head, `all`): where only the head "
+      "moves, background + the sum of the task vectors (lambda 1) is the composition "
+      "(max TV ~ 0).",
+      table(["run", "regime", "max TV", "EM task arithmetic", "EM composition",
+             "EM expert 1 (own task)", "EM expert 2 (own task)"], arithmetic_rows(runs)),
       "## Length generalization (trained at 16)",
       f"![length]({LENGTH_PNG})",
       "Exact match (whole output, EOS included) per length, then the output letters alone "
