@@ -7,9 +7,8 @@ apply over its params and caches stacked on a new leading axis (one batched matm
 instead of one per model), every other model as before. The plan is static: it is made at
 trace time from the shapes, so grouping costs nothing at run time, and a model that fits no
 group runs alone. A scalar cache leaf (the position counter) is not stacked but shared: every
-model of a group has caches of one shape and is fed the same tokens, so its counters agree,
-and a shared counter keeps the cache writes dynamic-update-slices (vmapped over a stacked
-counter they would become scatters). Stacking copies the grouped params once per call of the
+model of a group has caches of one shape and is fed the same tokens, so its counters agree
+and every model writes the same cache slot. Stacking copies the grouped params once per call of the
 jitted program that stacks them (memory: one more copy of those params while it runs).
 Shapes: M models, G models in a group, B batch, L tokens, V vocabulary.
 """
