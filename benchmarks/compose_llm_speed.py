@@ -4,10 +4,17 @@ random models (`composition/generate.py`: prefill, then lockstep decoding in one
   python benchmarks/compose_llm_speed.py                      # tiny, seconds on a CPU
   python benchmarks/compose_llm_speed.py --size=2b --dtype=bfloat16 --batch=8   # accelerator
   python benchmarks/compose_llm_speed.py --draft_len=4 --agreement=1,0.99,0.9,0
+  python benchmarks/compose_llm_speed.py --stack_models=2,3,5 --repeats=5   # vmapped models
 
 With --draft_len, composed greedy decoding is also timed speculatively (background as the draft,
 `composition/speculative.py`) with experts interpolated between the background (agreement 1:
 the experts equal it, every draft accepted) and independent random models (agreement 0).
+
+With --stack_models, composed greedy decoding of k models (one architecture) is timed per
+model (one forward each) and stacked (one vmapped forward over stacked params,
+`composition/stacked.py`), the two ways alternating call by call, so a machine shared with
+other jobs slows both alike; the ratio of each adjacent pair is reported (median, range) and
+the tokens are checked equal.
 
 `--size=2b` has gemma-2-2b's dimensions (2.6B parameters per model, three models): for an
 accelerator, far too slow and large for a CPU. Prints a table; never asserts on time.
@@ -42,6 +49,8 @@ _DRAFT = flags.DEFINE_integer("draft_len", 0, "speculative rounds draft this man
                               "(0: not timed)")
 _AGREEMENT = flags.DEFINE_list("agreement", ["1", "0.9", "0"], "experts = a * background + "
                                "(1 - a) * an independent init, for each a (with --draft_len)")
+_STACK = flags.DEFINE_list("stack_models", [], "numbers of models k (background + k - 1 "
+                           "experts) to time per-model vs stacked, e.g. 2,3,5 (empty: not timed)")
 _LAYERS = flags.DEFINE_integer("num_layers", 0, "override the size's layer count (0: keep): "
                                "2b dimensions at 2 and 4 layers fit a 24 GB CPU machine, and "
                                "the time per layer extrapolates to 26")
@@ -90,6 +99,32 @@ def main(argv):
   print(f"composed / plain time: {rows[1][2] / rows[0][2]:.2f}x (3 models: ideal 3x or less)")
   if _DRAFT.value:
     _speculative(model, params, prompts, valid, batch, new)
+  if _STACK.value:
+    _stacking(model, c, dtype, prompts, valid, batch, new)
+
+
+def _stacking(model, c, dtype, prompts, valid, batch, new):
+  """Per-model vs stacked (vmapped) composed greedy decoding of k models, alternating; the
+  tokens are checked equal, the time only printed."""
+  init = jax.jit(gemma2.init_params, static_argnums=(0, 2))
+  print("models k | per-model s | stacked s | per-model / stacked: median [min, max] of "
+        f"{_REPEATS.value} alternating pairs | tokens")
+  for k in map(int, _STACK.value):
+    params = tuple(init(c, key, dtype) for key in jax.random.split(jax.random.key(2), k))
+    run = lambda flag, params=params, k=k: generate.generate(
+        (model,) * k, params, prompts, valid, np.full(batch, new), stop_at_eos=False,
+        prefill_chunk=_CHUNK.value, stack_models=flag).tokens_BxN
+    same = np.array_equal(run(False), run(True))  # compiles both
+    times = {False: [], True: []}
+    for r in range(_REPEATS.value):
+      for flag in ((False, True) if r % 2 == 0 else (True, False)):
+        start = time.perf_counter()
+        jax.block_until_ready(run(flag))
+        times[flag].append(time.perf_counter() - start)
+    ratios = np.asarray(times[False]) / np.asarray(times[True])
+    print(f"{k} | {np.median(times[False]):.3f} | {np.median(times[True]):.3f} | "
+          f"{np.median(ratios):.2f}x [{ratios.min():.2f}, {ratios.max():.2f}] | "
+          f"{'equal' if same else 'DIFFER'}")
 
 
 def _speculative(model, params, prompts, valid, batch, new):

@@ -16,8 +16,11 @@ what gets scored: a model of `models` alone, a composition of `compositions` (ex
 `background`, each a model or a `components` entry: a model under its own prompt template), or
 a merge: `task_arithmetic` (background + lam * sum of task vectors) and `weight_average` (of
 `merge.experts`). `compose` is the step spec of every composition (composition/spec.py: the
-operator, its weights, a plausibility mask, selective gating, the EOS rule); `generate` how
-tokens are picked (greedy, or sampled: temperature, top_k, top_p, min_p, a key per problem).
+operator, its weights, a plausibility mask, selective gating, the EOS rule), which a composition
+given as a section overrides for itself; `generate` how tokens are picked (greedy, or sampled:
+temperature, top_k, top_p, min_p, a key per problem).
+Plain, masked and selective composition side by side (variants of `compositions`):
+  --config.systems="('composed', 'composed_masked', 'composed_selective', 'composed_top1')"
 Classifier-free guidance with guidance scale g (one model under two prompts):
   --config.systems="('base','guided')" --config.compose.operator=paper \
   --config.components.unconditional.weight=-0.5     # 1 - g for g = 1.5: p_c^g p_u^(1-g)
@@ -59,9 +62,19 @@ def base() -> ml_collections.ConfigDict:
   # guidance g = 1.5 (the `guided` system, with compose.operator=paper).
   cfg.components = ml_collections.ConfigDict(dict(
       unconditional=ml_collections.ConfigDict(dict(model="base", template="", weight=-0.5))))
+  # A composition: its experts (a tuple, decoded under `compose`), or a section {experts,
+  # compose} whose `compose` overrides the global fields it names, so one run scores the same
+  # experts under several step specs side by side (the variants below; add one in a config
+  # file, or change a field a variant names:
+  # --config.compositions.composed_masked.compose.mask_p=0.8).
   cfg.compositions = ml_collections.ConfigDict(dict(
       composed=("math", "coding"), composed_3=("math", "coding", "instruction"),
-      guided=("unconditional",)))
+      guided=("unconditional",),
+      composed_masked=dict(experts=("math", "coding"), compose=dict(mask="top_p", mask_p=0.9)),
+      composed_selective=dict(experts=("math", "coding"), compose=dict(gate="kl", gate_tau=0.1)),
+      composed_top1=dict(experts=("math", "coding"), compose=dict(gate="top1", gate_tau=0.1)),
+      composed_3_eos_min=dict(experts=("math", "coding", "instruction"),
+                              compose=dict(eos="min"))))
   # The step spec (composition/spec.py): operator authors (sum_i log p_i - log p_b, their
   # notebook) or paper (weights lam, one per expert; () = all ones; signed weights give
   # DExperts, proxy-tuning, contrastive decoding, CFG); mask none | top_p (the background's
@@ -77,7 +90,11 @@ def base() -> ml_collections.ConfigDict:
       temperature=1.0, **spec.truncation_fields(),  # top_k 0 / top_p 1 / min_p 0: off
       # > 0: compositions decode speculatively, the background drafting this many tokens a
       # round (composition/speculative.py; greedy only; the same tokens and diagnostics)
-      draft_len=0))
+      draft_len=0,
+      # True: models of one architecture (same config) decode as one vmapped forward over
+      # stacked params (composition/stacked.py; the same tokens; docs/composition.md says
+      # when it pays)
+      stack_models=False))
   cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")
   cfg.benchmarks = ml_collections.ConfigDict(
       {name: b.default_settings() for name, b in benchmarks.BENCHMARKS.items()})

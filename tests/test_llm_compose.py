@@ -57,13 +57,16 @@ def test_tiny_models_are_deterministic_and_share_one_model_object(tmp_path, tiny
 
 def test_print_config_shows_the_composition_spec(tmp_path):
   proc = _binary("--config=configs/llm.py:tiny", f"--workdir={tmp_path / 'w'}",
-                 "--config.compose.mask=top_p", "--print_config")
+                 "--config.compose.mask=top_p", "--print_config",
+                 "--config.compositions.composed_selective.compose.gate_tau=0.3")
   assert proc.returncode == 0, proc.stderr[-2000:]
   printed = json.loads(proc.stdout)
   assert printed["compose"]["mask"] == "top_p" and printed["compose"]["operator"] == "authors"
   assert {"gate", "gate_tau", "eos", "mask_p", "mask_alpha"} <= set(printed["compose"])
   assert {"top_k", "top_p", "min_p"} <= set(printed["generate"])
   assert printed["components"]["unconditional"] == {"model": "base", "template": "", "weight": -0.5}
+  assert printed["compositions"]["composed_selective"] == {  # a system's own spec fields
+      "experts": ["math", "coding"], "compose": {"gate": "kl", "gate_tau": 0.3}}
   assert not os.path.exists(tmp_path / "w")
 
 

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compgen_jax.composition import rules, sampling
+from compgen_jax.composition import rules, sampling, stacked
 from compgen_jax.composition.diagnostics import kl
 from compgen_jax.composition.spec import NO_TRUNCATION, PAPER, Spec, Truncation
 from compgen_jax.lm.model import Model, prefill, same_vocabulary
@@ -57,7 +57,8 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
              lam_K: Array | None = None, temperature: float = 1.0, greedy: bool = True,
              key: PRNGKey | None = None, authors: bool = False, prefill_chunk: int = 512,
              kl_threshold: float = 0.1, max_new_tokens: int | None = None,
-             spec: Spec = PAPER, trunc: Truncation = NO_TRUNCATION) -> Generated:
+             spec: Spec = PAPER, trunc: Truncation = NO_TRUNCATION,
+             stack_models: bool = False) -> Generated:
   """Generates from the composition of models[0] (background) with models[1:] (experts).
 
   One model alone is plain decoding. `max_new_tokens_B` is each sequence's budget; the buffer
@@ -67,6 +68,8 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
   see `compose.compose`). Sampling draws row b from `key` (one key: row b uses fold_in(key, b))
   or `key[b]` (B keys), so a row alone with its key samples what it samples in a batch. Called
   on the host: arguments are checked here, then one jitted program runs prefill and decoding.
+  `stack_models`: models of one architecture decode as one vmapped forward over stacked params
+  (`stacked.plan`; the same tokens, log-probs equal up to rounding).
   """
   spec = spec._replace(operator="authors") if authors else spec
   num_models = len(models)
@@ -85,7 +88,7 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
       jnp.asarray(temperature, jnp.float32), keys_B,
       jnp.asarray(kl_threshold, jnp.float32), models=tuple(models), num_new=num_new,
       stops=stops, stop_at_eos=stop_at_eos, greedy=greedy, spec=spec, trunc=trunc,
-      chunk=prefill_chunk)
+      chunk=prefill_chunk, stack_models=stack_models)
 
 
 def per_model(prompts_BxP, prompt_valid_BxP, num_models: int) -> tuple[tuple, tuple]:
@@ -152,18 +155,24 @@ def _put(buf_BxNx_, x_Bx_, mask_B, t):
 
 
 @functools.partial(jax.jit, static_argnames=(
-    "models", "num_new", "stops", "stop_at_eos", "greedy", "spec", "trunc", "chunk"))
+    "models", "num_new", "stops", "stop_at_eos", "greedy", "spec", "trunc", "chunk",
+    "stack_models"))
 def _generate(params, prompts, valids, budget_B, lam_K, temperature, keys_B, kl_threshold,
-              *, models, num_new, stops, stop_at_eos, greedy, spec, trunc, chunk):
+              *, models, num_new, stops, stop_at_eos, greedy, spec, trunc, chunk, stack_models):
   batch = prompts[0].shape[0]
   eos_id, pad_id = models[0].eos_id, models[0].pad_id
   num_models = len(models)
   outs = [prefill(m, p, x_BxP, v_BxP, m.init_cache(batch, x_BxP.shape[1] + num_new), chunk)
           for m, p, x_BxP, v_BxP in zip(models, params, prompts, valids, strict=True)]
   logp_MxBxV = jnp.stack([_log_softmax(logits) for logits, _ in outs])
+  # the decode loop runs each group of same-shaped models as one vmapped forward
+  groups = stacked.plan(models, params, [c for _, c in outs], stack_models)
+  group_params = stacked.stack(groups, params)
   zeros = lambda *shape, dtype=jnp.float32: jnp.zeros((batch, num_new) + shape, dtype)
   init = dict(
-      t=jnp.zeros((), jnp.int32), caches=tuple(c for _, c in outs), logp=logp_MxBxV,
+      t=jnp.zeros((), jnp.int32),
+      caches=stacked.stack(groups, [c for _, c in outs], caches=True),
+      logp=logp_MxBxV,
       tokens=jnp.full((batch, num_new), pad_id, jnp.int32), length=jnp.zeros((batch,), jnp.int32),
       reason=jnp.where(budget_B <= 0, BUDGET, RUNNING).astype(jnp.int32),
       tail=jnp.full((batch, max([len(s) for s in stops], default=1)), pad_id, jnp.int32),
@@ -196,10 +205,9 @@ def _generate(params, prompts, valids, budget_B, lam_K, temperature, keys_B, kl_
         kl=_put(c["kl"], kl_BxK, running_B, t),
         active=_put(c["active"], kl_BxK > kl_threshold, running_B, t))
     # every model is fed the chosen token; finished rows get padding, never attended to
-    steps = [m.apply(p, next_B[:, None], cache, running_B[:, None])
-             for m, p, cache in zip(models, params, c["caches"], strict=True)]
-    new["caches"] = tuple(cache for _, cache in steps)
-    new["logp"] = jnp.stack([_log_softmax(logits[:, 0]) for logits, _ in steps])
+    logits, new["caches"] = stacked.apply(groups, models, group_params, next_B[:, None],
+                                          c["caches"], running_B[:, None])
+    new["logp"] = jnp.stack([_log_softmax(logits_Bx1xV[:, 0]) for logits_Bx1xV in logits])
     return new
 
   c = jax.lax.while_loop(cond, body, init)

@@ -13,10 +13,13 @@ Config fields (a `compose` section; the same names in configs/letters.py and con
   eos        composed (the operator's p(EOS)) | background (p_b(EOS)) | vote (EOS for sure when
              most models rank it first, never otherwise) | min (the smallest p_m(EOS))
 Sampling fields (`generate` in llm.py, `compose` in letters.py): greedy, temperature, top_k
-(0: off), top_p (1: off), min_p (0: off).
+(0: off), top_p (1: off), min_p (0: off). A composition system of llm.py may override any
+`compose` field for itself (`overridden`: `compositions.<name>.compose`).
 """
 
 from typing import NamedTuple
+
+import ml_collections
 
 from compgen_jax import checks
 from compgen_jax.types import ConfigError
@@ -54,6 +57,18 @@ PAPER = Spec()                 # the paper's operator alone: the default everywh
 NO_TRUNCATION = Truncation()
 
 
+def describe(spec: Spec) -> str:
+  """The operator and each rule that is on, in words: 'authors, mask=top_p 0.9, gate=kl 0.1'."""
+  parts = [spec.operator]
+  if spec.mask != "none":
+    parts.append(f"mask={spec.mask} {spec.mask_p if spec.mask == 'top_p' else spec.mask_alpha:g}")
+  if spec.gate != "none":
+    parts.append(f"gate={spec.gate} {spec.gate_tau:g}")
+  if spec.eos != "composed":
+    parts.append(f"eos={spec.eos}")
+  return ", ".join(parts)
+
+
 def spec_fields(**overrides) -> dict:
   """A config section's spec fields with their defaults (Spec's), as the config files write
   them and as a config saved before these fields existed gets them."""
@@ -73,6 +88,21 @@ def validate(c, prefix: str = "compose") -> None:
   checks.choice(f"{prefix}.gate", c.gate, GATES)
   checks.number(f"{prefix}.gate_tau", c.gate_tau, low=0)
   checks.choice(f"{prefix}.eos", c.eos, EOS_RULES)
+
+
+def overridden(base, overrides, prefix: str) -> ml_collections.FrozenConfigDict:
+  """Config section `base` (already validated) with the fields `overrides` names in their
+  place; ConfigError naming `prefix.field` for a field `base` lacks or a bad spec value (a
+  value `base` holds passed `validate` already, so a bad one is an override)."""
+  if not isinstance(overrides, ml_collections.ConfigDict | dict):
+    raise ConfigError(prefix, f"must be a section of {', '.join(base)} fields, got {overrides!r}")
+  for field in overrides:
+    if field not in base:
+      raise ConfigError(f"{prefix}.{field}", f"not a field of the step spec; allowed: "
+                        f"{', '.join(base)}")
+  merged = ml_collections.FrozenConfigDict({**dict(base.items()), **dict(overrides.items())})
+  validate(merged, prefix)
+  return merged
 
 
 def validate_sampling(c, prefix: str) -> None:

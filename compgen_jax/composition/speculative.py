@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from compgen_jax.composition import generate as gen_lib
-from compgen_jax.composition import rules
+from compgen_jax.composition import rules, stacked
 from compgen_jax.composition.spec import PAPER, Spec
 from compgen_jax.lm.model import Model, prefill
 from compgen_jax.types import Array, PyTree
@@ -45,10 +45,12 @@ def generate_speculative(models: Sequence[Model], params: Sequence[PyTree], prom
                          stop_sequences: Sequence[Sequence[int]] = (), stop_at_eos: bool = True,
                          lam_K: Array | None = None, spec: Spec = PAPER,
                          prefill_chunk: int = 512, kl_threshold: float = 0.1,
-                         max_new_tokens: int | None = None) -> Speculated:
+                         max_new_tokens: int | None = None,
+                         stack_models: bool = False) -> Speculated:
   """Greedy composition of models[0] (background, the draft) with models[1:]: what
   `generate.generate(..., greedy=True)` returns for the same arguments (prompts: one batch,
-  or one per model). Called on the host."""
+  or one per model). `stack_models`: experts of one architecture score and append as one
+  vmapped forward (`stacked.plan`). Called on the host."""
   budget_B = np.asarray(max_new_tokens_B, np.int32)
   stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
   num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
@@ -63,7 +65,7 @@ def generate_speculative(models: Sequence[Model], params: Sequence[PyTree], prom
                     None if lam_K is None else jnp.asarray(lam_K, jnp.float32),
                     jnp.asarray(kl_threshold, jnp.float32), models=tuple(models),
                     num_new=num_new, draft=draft_len, spec=spec, stops=stops,
-                    stop_at_eos=stop_at_eos, chunk=prefill_chunk)
+                    stop_at_eos=stop_at_eos, chunk=prefill_chunk, stack_models=stack_models)
 
 
 def _log_softmax(logits):
@@ -109,9 +111,9 @@ def _scatter(buf_BxNx_, x_Bxn1x_, where_Bxn1):
 
 
 @functools.partial(jax.jit, static_argnames=("models", "num_new", "draft", "spec", "stops",
-                                             "stop_at_eos", "chunk"))
+                                             "stop_at_eos", "chunk", "stack_models"))
 def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, *, models, num_new,
-               draft, spec, stops, stop_at_eos, chunk):
+               draft, spec, stops, stop_at_eos, chunk, stack_models):
   batch = prompts[0].shape[0]
   eos_id, pad_id = models[0].eos_id, models[0].pad_id
   num_models = len(models)
@@ -119,9 +121,14 @@ def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, *, models
   outs = [prefill(m, p, x_BxP, v_BxP, m.init_cache(batch, x_BxP.shape[1] + room), chunk)
           for m, p, x_BxP, v_BxP in zip(models, params, prompts, valids, strict=True)]
   steps_n1 = jnp.arange(draft + 1)
+  # the experts (not the background, which drafts alone) grouped into vmapped forwards
+  experts = models[1:]
+  groups = stacked.plan(experts, params[1:], [c for _, c in outs[1:]], stack_models)
+  expert_params = stacked.stack(groups, params[1:])
   zeros = lambda *shape, dtype=jnp.float32: jnp.zeros((batch, num_new) + shape, dtype)
   init = dict(
-      rounds=jnp.zeros((), jnp.int32), caches=tuple(c for _, c in outs),
+      rounds=jnp.zeros((), jnp.int32),
+      caches=(outs[0][1], stacked.stack(groups, [c for _, c in outs[1:]], caches=True)),
       logp=jnp.stack([_log_softmax(logits) for logits, _ in outs]),
       tokens=jnp.full((batch, num_new), pad_id, jnp.int32), length=jnp.zeros((batch,), jnp.int32),
       reason=jnp.where(budget_B <= 0, gen_lib.BUDGET, gen_lib.RUNNING).astype(jnp.int32),
@@ -134,11 +141,12 @@ def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, *, models
     return (c["rounds"] < num_new) & jnp.any(c["reason"] == gen_lib.RUNNING)
 
   def body(c):
-    caches, logp_MxBxV, running_B = c["caches"], c["logp"], c["reason"] == gen_lib.RUNNING
-    drafts_Bxn, logp_b_BxnxV = _draft(models[0], params[0], caches[0], logp_MxBxV[0], draft)
-    after = [logp_b_BxnxV] + [
-        _log_softmax(m.apply(p, drafts_Bxn, cache, jnp.ones(drafts_Bxn.shape, bool))[0])
-        for m, p, cache in zip(models[1:], params[1:], caches[1:], strict=True)]
+    (cache_b, caches_e), logp_MxBxV = c["caches"], c["logp"]
+    running_B = c["reason"] == gen_lib.RUNNING
+    drafts_Bxn, logp_b_BxnxV = _draft(models[0], params[0], cache_b, logp_MxBxV[0], draft)
+    scored, _ = stacked.apply(groups, experts, expert_params, drafts_Bxn, caches_e,
+                              jnp.ones(drafts_Bxn.shape, bool))
+    after = [logp_b_BxnxV] + [_log_softmax(logits) for logits in scored]
     # each model's distribution before every draft and after the last: [M, B, n1, V]
     logp_MxBxn1xV = jnp.concatenate([logp_MxBxV[:, :, None], jnp.stack(after)], axis=2)
     composed_Bxn1xV, log_z_Bxn1 = rules.step(logp_MxBxn1xV, lam_K, spec, eos_id)
@@ -161,12 +169,14 @@ def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, *, models
         drafted=c["drafted"] + draft * running_B,
         accepted=c["accepted"] + jnp.minimum(accepted_B, count_B))
     # every model appends the emitted tokens from the caches before the round
-    block = [m.apply(p, jnp.where(emit_Bxn1, choice_Bxn1, pad_id), cache, emit_Bxn1)
-             for m, p, cache in zip(models, params, caches, strict=True)]
+    block_Bxn1 = jnp.where(emit_Bxn1, choice_Bxn1, pad_id)
+    logits_b, cache_b = models[0].apply(params[0], block_Bxn1, cache_b, emit_Bxn1)
+    logits_e, caches_e = stacked.apply(groups, experts, expert_params, block_Bxn1, caches_e,
+                                       emit_Bxn1)
     last_B = jnp.maximum(count_B - 1, 0)
     new["logp"] = jnp.stack([_log_softmax(jnp.take_along_axis(
-        logits, last_B[:, None, None], axis=1)[:, 0]) for logits, _ in block])
-    new["caches"] = tuple(cache for _, cache in block)
+        logits, last_B[:, None, None], axis=1)[:, 0]) for logits in [logits_b, *logits_e]])
+    new["caches"] = (cache_b, caches_e)
     return new
 
   c = jax.lax.while_loop(cond, body, init)

@@ -89,7 +89,7 @@ def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
         [rng.stream(run_key, f"decode/{ids[i]}") for i in rows])
     kw = dict(stop_sequences=stops, lam_K=lam, prefill_chunk=gen.prefill_chunk,
               kl_threshold=compose.kl_threshold, max_new_tokens=gen.max_new_tokens,
-              spec=step_spec)
+              spec=step_spec, stack_models=bool(gen.get("stack_models", False)))
     prompts_M = (tuple(t for t, _ in padded), tuple(v for _, v in padded))
     if composed and gen.get("draft_len", 0):  # greedy (runner.validate): the same outputs
       out = speculative.generate_speculative(models, params, *prompts_M, budget,

@@ -47,17 +47,18 @@ def table(rows: list[dict]) -> str:
 
 
 def diagnostics_table(rows: list[dict]) -> str:
-  """Per composition and benchmark: how often each expert is active, the largest pairwise
-  overlap, |log Z_t|, EOS behaviour and length."""
-  body = [[r["benchmark"], r["system"], " / ".join(f"{a:.2f}" for a in r["active_frac_K"]),
+  """Per composition and benchmark: its step spec, how often each expert is active, the
+  largest pairwise overlap, |log Z_t|, EOS behaviour and length."""
+  body = [[r["benchmark"], r["system"], r.get("spec", ""),
+           " / ".join(f"{a:.2f}" for a in r["active_frac_K"]),
            r["overlap"], r["mean_abs_log_z"], r["max_abs_log_z"], r["mean_p_eos"],
            " / ".join(f"{p:.3f}" for p in r["mean_p_eos_M"]), r["finish_eos"],
            r["finish_budget"], f"{r['mean_tokens']:.0f}"]
           for r in rows if r["kind"] == "composed"]
   return markdown.table(
-      ["benchmark", "composition", "active frac per expert", "max overlap", "mean |log Z|",
-       "max |log Z|", "p(EOS) composed", "p(EOS) per model (b first)", "ends at EOS",
-       "hits budget", "mean tokens"], body)
+      ["benchmark", "composition", "step spec", "active frac per expert", "max overlap",
+       "mean |log Z|", "max |log Z|", "p(EOS) composed", "p(EOS) per model (b first)",
+       "ends at EOS", "hits budget", "mean tokens"], body)
 
 
 def accuracy_png(rows: list[dict], path: str) -> None:

@@ -37,6 +37,7 @@ def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
     checks.integer(f"generate.{field}", g[field], low=1)
   spec.validate_sampling(g, "generate")  # greedy decoding reads none of the sampling fields
   checks.integer("generate.draft_len", g.draft_len, low=0)
+  checks.boolean("generate.stack_models", g.stack_models)
   if g.draft_len and not g.greedy:
     raise ConfigError("generate.draft_len", "speculative decoding is greedy: set "
                       "generate.greedy=True or draft_len=0")
@@ -65,9 +66,10 @@ def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, work
   models, params = systems.system_params(cfg, loaded, system)
   bar = metric_writer.progress_bar(len(problems), len(problems) - len(todo),
                                    desc=f"{bench_name}/{system.name}")
+  compose = cfg.compose if system.compose is None else system.compose  # its own step spec
   for idx, rows in decoding.completions(models, params, loaded.tokenizer,
                                         [p.prompt for p in todo], bench.stop_strings,
-                                        cfg.generate, cfg.compose, cfg.seed,
+                                        cfg.generate, compose, cfg.seed,
                                         templates=system.templates, weights=system.weights,
                                         ids=[p.id for p in todo]):
     batch = [todo[i] for i in idx]
@@ -129,6 +131,7 @@ def summarize(workdir: str, cfg, resolved: list[systems.System]) -> list[dict]:
         if field in rows[0]:
           row[name] = float(np.mean([bool(r[field]) for r in rows]))
       if system.kind == "composed":
+        row["spec"] = spec.describe(spec.from_config(system.compose))
         both = np.sum([r["both_active_KxK"] for r in rows], axis=0) / tokens
         k = both.shape[0]
         row.update(

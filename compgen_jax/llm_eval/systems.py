@@ -33,6 +33,8 @@ class System(NamedTuple):
   members: tuple[str, ...]    # model names: [model], [background, *experts], merged models
   templates: tuple[str, ...] = ()  # per member (composed): its prompt template; () = PROMPT
   weights: tuple[float, ...] = ()    # per expert (composed): lambda_i; () = the operator's
+  # the step spec it decodes with (composed): `compose` with the composition's own overrides
+  compose: ml_collections.FrozenConfigDict | None = None
 
 
 def apply_template(template: str, prompt: str) -> str:
@@ -55,13 +57,14 @@ def _components(cfg, names) -> dict[str, tuple[str, str, float]]:
   return out
 
 
-def _weights(cfg, system: str, experts: list[str], components) -> tuple[float, ...]:
-  """The experts' weights: compose.lam when given, else each member's (a model's is 1); the
-  authors' operator takes none."""
-  step = spec.from_config(cfg.compose)
-  spec.check_weights(step, cfg.compose.lam, len(experts), "compose.lam")
-  if cfg.compose.lam:
-    return tuple(float(w) for w in cfg.compose.lam)
+def _weights(compose, system: str, experts: list[str], components, lam_field: str
+             ) -> tuple[float, ...]:
+  """The experts' weights: `compose.lam` when given, else each member's (a model's is 1); the
+  authors' operator takes none. `lam_field` names where compose.lam was set."""
+  step = spec.from_config(compose)
+  spec.check_weights(step, compose.lam, len(experts), lam_field)
+  if compose.lam:
+    return tuple(float(w) for w in compose.lam)
   weights = tuple(components[e][2] for e in experts)
   if step.authors:
     odd = [e for e, w in zip(experts, weights, strict=True) if w != 1.0]
@@ -73,6 +76,30 @@ def _weights(cfg, system: str, experts: list[str], components) -> tuple[float, .
   return weights
 
 
+COMPOSITION_FIELDS = ("experts", "compose")  # of a composition given as a section
+
+
+def composition(cfg, name: str) -> tuple[tuple, ml_collections.FrozenConfigDict, str]:
+  """(experts, step spec, the field compose.lam comes from) of `compositions.<name>`: a tuple
+  of members under the global `compose`, or a section {experts, compose} whose `compose`
+  overrides the global fields it names (the same experts under another mask or gate, scored
+  side by side); ConfigError naming the field for a bad one."""
+  entry, field = cfg.compositions[name], f"compositions.{name}"
+  if not isinstance(entry, ml_collections.ConfigDict):
+    return entry, ml_collections.FrozenConfigDict(cfg.compose), "compose.lam"
+  for key in entry:
+    if key not in COMPOSITION_FIELDS:
+      raise ConfigError(f"{field}.{key}", f"unknown field; allowed: "
+                        f"{', '.join(COMPOSITION_FIELDS)}")
+  if "experts" not in entry:
+    raise ConfigError(f"{field}.experts", "missing: the composition's members")
+  overrides = entry.get("compose", {})
+  merged = spec.overridden(cfg.compose, overrides, f"{field}.compose")
+  checks.number(f"{field}.compose.kl_threshold", merged.kl_threshold, low=0)
+  lam_field = f"{field}.compose.lam" if "lam" in overrides else "compose.lam"
+  return entry.experts, merged, lam_field
+
+
 def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
   """cfg.systems as Systems; ConfigError naming the field for an unknown or empty member."""
   names = sorted(cfg.models.keys())
@@ -80,15 +107,20 @@ def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
   checks.choice("background", cfg.background, names)
   components = _components(cfg, names)
   spec.validate(cfg.compose)
+  checks.number("compose.kl_threshold", cfg.compose.kl_threshold, low=0)
   for s in cfg.systems:
     if s in names:
       out.append(System(s, "single", (s,)))
     elif s in cfg.compositions:
-      checks.choices(f"compositions.{s}", cfg.compositions[s], components)
-      experts = list(cfg.compositions[s])
+      experts, compose, lam_field = composition(cfg, s)
+      sectioned = isinstance(cfg.compositions[s], ml_collections.ConfigDict)
+      checks.choices(f"compositions.{s}" + (".experts" if sectioned else ""), experts,
+                     components)
+      experts = list(experts)
       members = [(cfg.background, PROMPT)] + [components[c][:2] for c in experts]
       out.append(System(s, "composed", tuple(m for m, _ in members),
-                        tuple(t for _, t in members), _weights(cfg, s, experts, components)))
+                        tuple(t for _, t in members),
+                        _weights(compose, s, experts, components, lam_field), compose))
     elif s in MERGES:
       checks.choices("merge.experts", cfg.merge.experts, names)
       experts = tuple(cfg.merge.experts)
