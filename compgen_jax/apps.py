@@ -22,6 +22,7 @@ from compgen_jax.letters import runner as letters_runner
 from compgen_jax.letters import standalone as letters_standalone
 from compgen_jax.llm_eval import report as llm_report
 from compgen_jax.llm_eval import runner as llm_runner
+from compgen_jax.llm_study import pipeline as llm_study
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.lm_train import report as lm_report
 from compgen_jax.scaling import config as scaling_config
@@ -98,6 +99,18 @@ def _llm_report(directory: str, out_dir: str | None = None) -> str:
       os.path.join(directory, workdir_lib.SUMMARY_FILE)))
 
 
+def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
+  """Each score stage's report.md (llm_eval's, from its summary rows); the first one's path."""
+  if out_dir not in (None, directory):
+    raise ConfigError("out", "an llm_study report is written into its score workdirs")
+  cfg = workdir_lib.load_config(directory)
+  found = [os.path.join(directory, llm_study.score_name(s)) for s in cfg.study.splits]
+  found = [d for d in found if os.path.isfile(os.path.join(d, workdir_lib.SUMMARY_FILE))]
+  if not found:
+    raise ConfigError("dir", f"{directory!r} has no scored split yet (run the study first)")
+  return [_llm_report(d) for d in found][0]
+
+
 APPS = {
     "scaling": App(
         "scaling", frozenset({"task", "encoding", "student"}), scaling_runs.validate,
@@ -124,6 +137,9 @@ APPS = {
     "lm_train": App(
         "lm_train", frozenset({"corpus", "export"}), lm_experiment.validate, _lm_run, None,
         None, lm_report.write),
+    "llm_study": App(
+        "llm_study", frozenset({"study", "background", "experts", "score"}),
+        llm_study.validate, llm_study.run, None, None, _llm_study_report),
 }
 
 
