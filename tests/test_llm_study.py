@@ -86,6 +86,15 @@ def test_a_finished_study_skips_every_stage(study, capsys):
   assert len(metric_writer.read_rows(os.path.join(workdir, pipeline.STAGES_FILE))) == 5
 
 
+def test_report_rewrites_each_scored_splits_report_from_its_rows(study):
+  _, workdir, _ = study
+  path = os.path.join(workdir, "score_test", workdir_lib.REPORT_FILE)
+  before = open(path).read()
+  os.remove(path)
+  assert apps.of_report_dir(workdir).report(workdir) == path
+  assert open(path).read() == before
+
+
 @pytest.mark.parametrize("overrides, field", [
     ({"score.systems": ("base", "joint")}, "score.systems"),
     ({"experts.funcs.model.mlp_dim": 128}, "experts.funcs.model"),
