@@ -85,3 +85,18 @@ reproduce-cpu-images: $(STAMP)
 	$(PY) experiments/sweep.py --config=configs/sweeps/images.py:cpu \
 	    --sweep_dir=$(CPU_RESULTS)/images --parallel=$(CPU_PARALLEL) --evaluate --probe; \
 	  status=$$?; $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/images && exit $$status
+
+# Issue 38's LLM study (configs/llm_study.py): llm_data's corpora, skills and tokenizer, a
+# Gemma-2 background, an expert per skill fine-tuned from it, every system (background, experts,
+# compositions, merges, joint) scored on each skill's held-out-template test set; one
+# experiments/train.py program, resumable (re-running skips finished stages and resumes the
+# interrupted one; WORKDIR/stages.jsonl has each stage's wall time). reproduce-cpu-llm: the cpu
+# preset into results/cpu/llm (budget 3 h on 2 cores); reproduce-cpu-llm-quick: the quick preset
+# (<= 15 min) into $(LLM_QUICK_DIR).
+LLM_QUICK_DIR ?= workdirs/llm_study_quick
+.PHONY: reproduce-cpu-llm reproduce-cpu-llm-quick
+reproduce-cpu-llm: $(STAMP)
+	$(PY) experiments/train.py --config=configs/llm_study.py:cpu --workdir=$(CPU_RESULTS)/llm
+
+reproduce-cpu-llm-quick: $(STAMP)
+	$(PY) experiments/train.py --config=configs/llm_study.py:quick --workdir=$(LLM_QUICK_DIR)

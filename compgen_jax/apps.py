@@ -104,6 +104,19 @@ def _llm_report(directory: str, out_dir: str | None = None) -> str:
       os.path.join(directory, workdir_lib.SUMMARY_FILE)))
 
 
+def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
+  """Each score stage's report.md (llm_eval's, from its summary rows); the first one's path."""
+  if out_dir not in (None, directory):
+    raise ConfigError("out", "an llm_study report is written into its score workdirs")
+  from compgen_jax.llm_study import pipeline
+  cfg = workdir_lib.load_config(directory)
+  found = [os.path.join(directory, pipeline.score_name(s)) for s in cfg.study.splits]
+  found = [d for d in found if os.path.isfile(os.path.join(d, workdir_lib.SUMMARY_FILE))]
+  if not found:
+    raise ConfigError("dir", f"{directory!r} has no scored split yet (run the study first)")
+  return [_llm_report(d) for d in found][0]
+
+
 APPS = {
     "scaling": App(
         "scaling", frozenset({"task", "encoding", "student"}),
@@ -135,6 +148,10 @@ APPS = {
         "lm_train", frozenset({"corpus", "export"}),
         _lazy("compgen_jax.lm_train.experiment", "validate"), _lm_run, None, None,
         _lazy("compgen_jax.lm_train.report", "write")),
+    "llm_study": App(
+        "llm_study", frozenset({"study", "background", "experts", "score"}),
+        _lazy("compgen_jax.llm_study.pipeline", "validate"),
+        _lazy("compgen_jax.llm_study.pipeline", "run"), None, None, _llm_study_report),
 }
 
 

@@ -20,7 +20,8 @@ from tests.helpers import REPO, load_config
 
 # configs/<file>.py -> the application its presets belong to
 EXPECTED = {"hyperteacher": "scaling", "preference": "scaling", "images": "images",
-            "letters": "letters", "theorem": "theory", "llm": "llm", "lm_train": "lm_train"}
+            "letters": "letters", "theorem": "theory", "llm": "llm", "lm_train": "lm_train",
+            "llm_study": "llm_study"}
 
 
 def _presets(name: str) -> tuple[str, ...]:

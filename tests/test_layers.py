@@ -21,10 +21,11 @@ LAYERS = (
     ("scaling",),  # paper 1's experiment (hyperteacher, preference); theory builds on it
     ("llm_data",),  # the LLM study's corpora, skills and tokenizer, for training and llm_eval
     ("theory", "letters", "llm_eval", "images", "lm_train"),  # applications
+    ("llm_study",),  # the LLM study's pipeline: llm_data -> lm_train -> llm_eval, as stages
     ("apps",),  # one record per application: what the binaries and the sweep launcher read
     ("sweeps",),  # launches train.py / evaluate.py / probe.py programs (spec.SWEEPABLE)
 )
-APPLICATIONS = set(LAYERS[-3])
+APPLICATIONS = set(LAYERS[-4])
 # A read-only leaf: tables, plots and reports from workdir files, never a model or a run.
 ANALYSIS_MAY_IMPORT = {"types", "files", "workdir", "metric_writer", "tasks"}
 # Families that train through the engine alone (the contract: init_one + step + a config).

@@ -174,5 +174,10 @@ def ensure(cfg: ml_collections.ConfigDict, directory: str) -> dict[str, str]:
   if not os.path.isfile(model):
     texts = [c + t for source in SOURCES for c, t in examples(directory, source)]
     tokenizer.train(model, texts, cfg.tokenizer.vocab_size)
+  return paths(directory)
+
+
+def paths(directory: str) -> dict[str, str]:
+  """{file name: path} of every file `ensure` writes into `directory`."""
   names = [PROSE, PYTHON, TOKENIZER] + [split_file(s, p) for s, ps in SPLITS.items() for p in ps]
   return {name: os.path.join(directory, name) for name in names}

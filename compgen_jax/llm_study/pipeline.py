@@ -1,0 +1,197 @@
+"""Issue 38's study as one resumable program (configs/llm_study.py): llm_data's corpora, skills and
+tokenizer, a background, an expert per skill fine-tuned from its export, a joint expert, then
+every system scored on each skill's benchmark by llm_eval's runner.
+
+WORKDIR/config.json       the study's config
+WORKDIR/data/             llm_data.build (corpora, <skill>_<split>.jsonl, tokenizer.model)
+WORKDIR/background/       lm_train workdirs: checkpoints, metrics.jsonl, export/seed_<s>/
+WORKDIR/expert_<skill>/
+WORKDIR/joint/
+WORKDIR/score_<split>/    llm_eval workdir: <benchmark>/<system>.jsonl (one row per problem),
+                          summary.jsonl, report.md
+WORKDIR/stages.jsonl      a row per stage run: its name, what it did, its wall time
+
+Each stage is the stage's own library call (build.ensure, lm_train's experiment.train,
+llm_eval's runner.run) on a config the pipeline completes from the study's sections; a stage
+whose outputs are complete (every export written; the score's summary written) is skipped
+after its workdir's config is checked equal, so a changed section is refused rather than read
+stale, and an interrupted one resumes by its own mechanism.
+"""
+
+import os
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import ml_collections
+
+from compgen_jax import checks, metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.llm_data import build
+from compgen_jax.llm_data import config as data_config
+from compgen_jax.llm_eval import report as llm_report
+from compgen_jax.llm_eval import runner, systems
+from compgen_jax.lm_train import experiment as lm_experiment
+from compgen_jax.types import ConfigError
+
+STAGES_FILE = "stages.jsonl"
+DATA_DIR, BACKGROUND, JOINT = "data", "background", "joint"
+SCORE_SEED = 0  # the exported seed every system is scored with
+
+
+class Stage(NamedTuple):
+  name: str
+  workdir: str
+  config: ml_collections.ConfigDict | None  # None: the data stage (cfg.data)
+  done: Callable[[], bool]  # whether its outputs are complete
+  run: Callable[[], object]
+
+
+def expert_name(skill: str) -> str:
+  return f"expert_{skill}"
+
+
+def score_name(split: str) -> str:
+  return f"score_{split}"
+
+
+def lm_config(cfg, section: ml_collections.ConfigDict, workdir: str,
+              init_from: str = "") -> ml_collections.ConfigDict:
+  """A stage's configs/lm_train.py tree with the study's data section, tokenizer size,
+  data directory and starting point."""
+  out = ml_collections.ConfigDict(section.to_dict())
+  out.data = ml_collections.ConfigDict(cfg.data.to_dict())
+  out.model.vocab_size = cfg.data.tokenizer.vocab_size
+  out.corpus.data_dir = os.path.join(workdir, DATA_DIR)
+  out.init_from = init_from
+  out.lock()
+  return out
+
+
+def model_dirs(cfg, workdir: str) -> dict[str, str]:
+  """{score model name: exported directory} of every model the study trains."""
+  export = lambda name: lm_experiment.export_dir(os.path.join(workdir, name), SCORE_SEED)  # noqa: E731
+  out = {"base": export(BACKGROUND)} | {s: export(expert_name(s)) for s in cfg.experts}
+  return out | ({"joint": export(JOINT)} if cfg.study.joint else {})
+
+
+def score_config(cfg, workdir: str, split: str) -> ml_collections.ConfigDict:
+  """The score section as configs/llm.py reads it: the trained models' exports, the split's
+  benchmark files (build.benchmark_settings), the benchmarks of `run` that have the split."""
+  out = ml_collections.ConfigDict(cfg.score.to_dict())
+  for name, path in model_dirs(cfg, workdir).items():
+    out.models[name] = path
+  have = build.benchmark_settings(os.path.join(workdir, DATA_DIR), split)
+  out.run = tuple(name for name in cfg.score.run if name in have)
+  for name in out.run:
+    out.benchmarks[name].path = have[name]["path"]
+    if "fewshot_path" in out.benchmarks[name]:
+      out.benchmarks[name].fewshot_path = have[name].get("fewshot_path", "")
+  out.lock()
+  return out
+
+
+def validate(cfg: ml_collections.ConfigDict) -> None:
+  """What can be checked before anything is built: ConfigError naming the field."""
+  try:
+    data_config.validate(cfg.data)
+  except ConfigError as e:
+    raise ConfigError(f"data.{e.field}", str(e).split(": ", 1)[1]) from e
+  checks.choices("experts", tuple(cfg.experts), ("arith", "funcs", "strings"))
+  checks.boolean("study.joint", cfg.study.joint)
+  checks.choices("study.splits", cfg.study.splits, ("test", "seen"))
+  # every training stage as lm_train validates it, init_from aside (the background's export
+  # is written by the time an expert starts)
+  sections = {"background": cfg.background, **{f"experts.{s}": t for s, t in
+                                               cfg.experts.items()}}
+  if cfg.study.joint:
+    sections["joint"] = cfg.joint
+  for prefix, section in sections.items():
+    trial = ml_collections.ConfigDict(section.to_dict())
+    trial.corpus.update(data_dir="<workdir>/data", answer_only=False)
+    try:
+      lm_experiment.validate(lm_config(cfg, trial, "<workdir>"))
+    except ConfigError as e:
+      raise ConfigError(f"{prefix}.{e.field}", str(e).split(": ", 1)[1]) from e
+    if prefix != "background" and not section.corpus.answer_only:
+      raise ConfigError(f"{prefix}.corpus.answer_only", "an expert trains on answers only")
+  for prefix, section in sections.items():
+    if prefix != "background" and section.model.to_dict() != cfg.background.model.to_dict():
+      raise ConfigError(f"{prefix}.model", "must be the background's: experts fine-tune it")
+  models = set(model_dirs(cfg, "<workdir>"))
+  checks.choices("score.run", cfg.score.run, build.SPLITS)
+  try:
+    needed = systems.needed_models(systems.resolve(cfg.score))
+  except ConfigError as e:
+    raise ConfigError(f"score.{e.field}", str(e).split(": ", 1)[1]) from e
+  missing = [m for m in needed if m not in models]
+  if missing:
+    raise ConfigError("score.systems", f"need {', '.join(missing)}, which the study does not "
+                      f"train (it trains {', '.join(sorted(models))}; the joint model with "
+                      "study.joint=True)")
+
+
+def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
+  """Every stage in order: data, background, experts, joint, a score per split."""
+  data_dir = os.path.join(workdir, DATA_DIR)
+  out = [Stage("data", data_dir, None,
+               lambda: all(map(os.path.isfile, build.paths(data_dir).values())),
+               lambda: build.ensure(cfg.data, data_dir))]
+  background = os.path.join(workdir, BACKGROUND)
+  trained = [(BACKGROUND, cfg.background, "")]
+  start = lm_experiment.export_dir(background, SCORE_SEED)
+  trained += [(expert_name(s), t, start) for s, t in cfg.experts.items()]
+  if cfg.study.joint:
+    trained.append((JOINT, cfg.joint, start))
+  for name, section, init_from in trained:
+    stage_dir = os.path.join(workdir, name)
+    stage_cfg = lm_config(cfg, section, workdir, init_from)
+    out.append(Stage(name, stage_dir, stage_cfg, _exported(stage_cfg, stage_dir),
+                     lambda c=stage_cfg, w=stage_dir: lm_experiment.train(c, w)))
+  for split in cfg.study.splits:
+    stage_dir = os.path.join(workdir, score_name(split))
+    stage_cfg = score_config(cfg, workdir, split)
+    summary = os.path.join(stage_dir, workdir_lib.SUMMARY_FILE)
+    out.append(Stage(score_name(split), stage_dir, stage_cfg,
+                     lambda p=summary: os.path.isfile(p),
+                     lambda c=stage_cfg, w=stage_dir: runner.run(c, w)))
+  return out
+
+
+def _exported(cfg: ml_collections.ConfigDict, workdir: str) -> Callable[[], bool]:
+  """Whether every seed's export is written (hf_export renames a finished directory in)."""
+  return lambda: all(os.path.isfile(os.path.join(lm_experiment.export_dir(workdir, s),
+                                                 "model.safetensors"))
+                     for s in range(cfg.num_seeds))
+
+
+def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
+  """Validates, then runs every stage not yet complete, a progress line each; returns where
+  the per-problem rows are."""
+  validate(cfg)
+  workdir_lib.prepare(workdir, cfg)
+  todo = stages(cfg, workdir)
+  log = os.path.join(workdir, STAGES_FILE)
+  for i, stage in enumerate(todo, 1):
+    head = f"[llm_study {i}/{len(todo)}] {stage.name}"
+    if stage.done():
+      # a complete stage made with another config is refused, not read stale
+      workdir_lib.check(stage.workdir, stage.config if stage.config is not None else cfg.data)
+      print(f"{head}: complete, skipped", flush=True)
+      continue
+    print(f"{head}: running in {stage.workdir}", flush=True)
+    start = time.time()
+    with workdir_lib.lock(stage.workdir):
+      stage.run()
+    seconds = time.time() - start
+    metric_writer.append_rows(log, [dict(stage=stage.name, seconds=round(seconds, 1),
+                                         finished=time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                time.gmtime()))])
+    print(f"{head}: done in {seconds:.0f} s", flush=True)
+  out = []
+  for split in cfg.study.splits:
+    score_dir = os.path.join(workdir, score_name(split))
+    rows = metric_writer.read_rows(os.path.join(score_dir, workdir_lib.SUMMARY_FILE))
+    out += [f"{split} split (per-problem rows: {score_dir}/<benchmark>/<system>.jsonl)",
+            llm_report.table(rows)]
+  return "\n".join(out)

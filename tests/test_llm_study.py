@@ -1,0 +1,119 @@
+"""The LLM study's pipeline (configs/llm_study.py, llm_study/pipeline.py) at test size, end to
+end: llm_data's tokenizer -> a background -> two experts fine-tuned from its export -> export ->
+load -> composition -> sandboxed HumanEval+-style scoring. The funcs skill is planted: every
+problem asks for the sum of `xs`, a body a 31k-parameter model learns in 40 steps, so a score
+above the background's means each stage handed the next a working model. Bad configs are
+refused before anything is written; a finished study resumes by skipping every stage."""
+
+import os
+import random
+
+import pytest
+
+from compgen_jax import apps, metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.llm_data import build, code_skill
+from compgen_jax.llm_study import pipeline
+from compgen_jax.types import ConfigError
+from tests.helpers import load_config
+
+BODY = "    return sum(xs)\n"
+
+
+def _planted(cfg, split: str, n: int, rand: random.Random) -> list[dict]:
+  """n HumanEval+ records of code_skill's sum_list template with the argument `xs`."""
+  out = []
+  while len(out) < n:
+    record = code_skill.make(code_skill.BY_NAME["sum_list"], rand, cfg.funcs.num_base,
+                             cfg.funcs.num_plus)
+    if record["canonical_solution"] == BODY:
+      out.append({**record, "task_id": f"Funcs/{split}/{len(out)}"})
+  return out
+
+
+def plant(cfg, workdir: str) -> None:
+  """The data directory with the planted funcs files; build.ensure writes the rest (it skips
+  files that are there) and trains the tokenizer on them."""
+  data_dir = os.path.join(workdir, pipeline.DATA_DIR)
+  workdir_lib.prepare(data_dir, cfg.data)
+  rand = random.Random(0)
+  for split in build.SPLITS["funcs"]:
+    records = _planted(cfg.data, split, cfg.data.funcs[f"num_{split}"], rand)
+    metric_writer.append_rows(os.path.join(data_dir, build.split_file("funcs", split)), records)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+  cfg = load_config("llm_study", "test")
+  workdir = str(tmp_path_factory.mktemp("llm_study") / "study")
+  plant(cfg, workdir)
+  summary = apps.of_config(cfg).run(cfg, workdir)
+  return cfg, workdir, summary
+
+
+def _accuracy(workdir: str, system: str) -> float:
+  rows = metric_writer.read_rows(os.path.join(workdir, "score_test", "funcs", f"{system}.jsonl"))
+  return sum(bool(r["correct"]) for r in rows) / len(rows), rows
+
+
+def test_the_planted_skill_survives_every_stage_and_the_composition(study):
+  cfg, workdir, summary = study
+  expert, rows = _accuracy(workdir, "funcs")
+  background, _ = _accuracy(workdir, "base")
+  composed, composed_rows = _accuracy(workdir, "composed")
+  assert len(rows) == cfg.score.benchmarks.funcs.limit
+  assert expert > background and composed > 0, (expert, background, composed)
+  assert all(r["isolated"] for r in rows + composed_rows)  # scored in the sandbox
+  assert "funcs" in summary and "composed" in summary
+  # the experts started from the background's export and were exported themselves
+  for skill in cfg.experts:
+    saved = workdir_lib.load_config(os.path.join(workdir, pipeline.expert_name(skill)))
+    assert saved.init_from == pipeline.model_dirs(cfg, workdir)["base"]
+    assert os.path.isfile(os.path.join(pipeline.model_dirs(cfg, workdir)[skill],
+                                       "model.safetensors"))
+  stages = [r["stage"] for r in metric_writer.read_rows(
+      os.path.join(workdir, pipeline.STAGES_FILE))]
+  assert stages == ["data", "background", "expert_arith", "expert_funcs", "score_test"]
+
+
+def test_a_finished_study_skips_every_stage(study, capsys):
+  cfg, workdir, summary = study
+  before = _accuracy(workdir, "composed")[1]
+  again = apps.of_config(cfg).run(cfg, workdir)
+  lines = [line for line in capsys.readouterr().out.splitlines() if "[llm_study" in line]
+  assert len(lines) == 5 and all(line.endswith("complete, skipped") for line in lines)
+  assert again == summary and _accuracy(workdir, "composed")[1] == before
+  assert len(metric_writer.read_rows(os.path.join(workdir, pipeline.STAGES_FILE))) == 5
+
+
+def test_report_rewrites_each_scored_splits_report_from_its_rows(study):
+  _, workdir, _ = study
+  path = os.path.join(workdir, "score_test", workdir_lib.REPORT_FILE)
+  before = open(path).read()
+  os.remove(path)
+  assert apps.of_report_dir(workdir).report(workdir) == path
+  assert open(path).read() == before
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"score.systems": ("base", "joint")}, "score.systems"),
+    ({"experts.funcs.model.mlp_dim": 128}, "experts.funcs.model"),
+    ({"experts.arith.corpus.answer_only": False}, "experts.arith.corpus.answer_only"),
+    ({"background.train.num_steps": 0}, "background.train.num_steps"),
+    ({"data.arith.num_train": 0}, "data.arith.num_train"),
+    ({"study.splits": ("train",)}, "study.splits"),
+    ({"score.compositions.composed": ("arith", "poems")}, "score.compositions.composed"),
+])
+def test_bad_fields_are_refused_before_anything_is_written(overrides, field, tmp_path):
+  cfg = load_config("llm_study", "test", **overrides)
+  with pytest.raises(ConfigError, match=f"config field '{field}'"):
+    apps.of_config(cfg).run(cfg, str(tmp_path / "w"))
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_changed_section_is_refused_not_read_stale(study, tmp_path):
+  cfg, workdir, _ = study
+  changed = load_config("llm_study", "test", **{"experts.funcs.train.num_steps": 60})
+  # the study's own config.json names the change first
+  with pytest.raises(ConfigError, match="experts.funcs.train.num_steps"):
+    pipeline.run(changed, workdir)
