@@ -17,6 +17,8 @@ from compgen_jax.llm_study import pipeline
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
+pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+
 BODY = "    return sum(xs)\n"
 
 
