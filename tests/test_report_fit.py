@@ -3,7 +3,9 @@ hand-made rows whose answer is known: the correlations are scipy's, the reading 
 paper's R^2 > 0.95 follows the interval's upper end, fit not held makes both rows untestable,
 and the sweep's runs are independent (no two share a key) with the registered grid."""
 
+import importlib.util
 import math
+import os
 
 import jax
 import numpy as np
@@ -17,6 +19,10 @@ from compgen_jax.sweeps import spec
 from compgen_jax.tasks import combinatorics
 from tests.helpers import REPO
 
+_SPEC = importlib.util.spec_from_file_location(
+    "decodability_fit", os.path.join(REPO, "configs", "sweeps", "decodability_fit.py"))
+decodability_fit = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(decodability_fit)
 R2 = (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),)
 FRACS = (0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95)
 
@@ -100,7 +106,12 @@ def test_the_paper_reading_follows_the_upper_end(low, high, expect):
 def test_the_cpu_sweep_is_the_registered_grid_of_independent_runs(tmp_path):
   sweep = spec.load(f"{REPO}/configs/sweeps/decodability_fit.py:cpu", str(tmp_path / "s"))
   cfgs = [p.config for p in sweep.programs]
-  assert [c.task.frac_ood for c in cfgs] == list(FRACS)
+  # every fraction once, with base seed its place in FRACS; run extremes first, then middles
+  assert sorted((c.task.frac_ood, c.seed) for c in cfgs) == [(f, i + 1) for i, f in
+                                                              enumerate(FRACS)]
+  assert [c.task.frac_ood for c in cfgs][:3] == [0.25, 0.95, 0.55]
+  for n in range(1, 12):
+    assert sorted(decodability_fit.spread(n)) == list(range(n))
   assert {(c.task.num_modules, c.task.max_hotness, c.student.mlp.width, c.student.mlp.depth,
            c.num_seeds, c.encoding.name, c.task.support) for c in cfgs} == {
       (16, 3, 128, 4, 3, "identity", "random")}

@@ -33,10 +33,25 @@ PRESETS = ("paper", "cpu", "tiny")
 FRACS = (0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95)
 
 
+def spread(n: int) -> list[int]:
+  """0..n-1 in the order the extremes first, then the middles of the gaps (8: 0 7 3 1 5 2 4 6),
+  so that a sweep stopped part-way has rows across the whole range of fractions."""
+  order, gaps = ([0, n - 1] if n > 1 else list(range(n))), [(0, n - 1)]
+  while gaps:
+    lo, hi = gaps.pop(0)
+    if hi - lo > 1:
+      mid = (lo + hi) // 2
+      order.append(mid)
+      gaps += [(lo, mid), (mid, hi)]
+  return order
+
+
 def programs(M: int, K: int, fracs, **extra) -> tuple[dict, ...]:
-  """One program per valid held-out fraction at (M, K), base seed 1, 2, ... in order."""
+  """One program per valid held-out fraction at (M, K), base seed 1, 2, ... in the order of
+  `fracs`, run in the order of `spread`."""
   valid = grid.valid_fracs("random", M, K, fracs)
-  return tuple({"seed": i + 1, "task.frac_ood": f, **extra} for i, f in enumerate(valid))
+  ordered = [{"seed": i + 1, "task.frac_ood": f, **extra} for i, f in enumerate(valid)]
+  return tuple(ordered[i] for i in spread(len(ordered)))
 
 
 def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
