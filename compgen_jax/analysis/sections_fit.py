@@ -71,7 +71,7 @@ def _layers(rows: list[dict]) -> list[tuple[str, str]]:
   """(label, probe key) of the two layers judged: best by ID probe R^2, and the last hidden."""
   last = sections_layers.hidden_layers(rows)[-1]
   return [("best layer by ID probe", sections_model.TASK_DECODER),
-          (f"last hidden layer ({last})", f"z/{last}/ood_r2")]
+          (f"last hidden layer, {last}", f"z/{last}/ood_r2")]
 
 
 def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
@@ -112,7 +112,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     gap = correlations.clustered(x, aggregate.gaps(rows, metric), clusters)
     judged = correlations.strong(given)
     word = verdicts.NOT_TESTABLE if not_fixed else verdicts.word(judged.ok)
-    parts += [f"- {label}: Pearson r {correlations.text(plain)}; with the gap ID - OOD "
+    parts += [f"- {label}: Pearson {correlations.text(plain)}; with the gap ID - OOD "
               f"{correlations.text(gap)}",
               md.judged(f"{label}: strong positive correlation given ID (partial r)", judged)]
     fname = f"decodability_fit_{key.split('/')[1]}_{metric.slug}.png"
@@ -123,10 +123,12 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         composition=f"partial r given ID {correlations.text(given)}; r with the gap ID - OOD "
         f"{correlations.text(gap)}; {readings.composition(rows, metric)}",
         against_paper=against_paper(plain, not_fixed, fit)))
-    plots.scatter_png(x, y, os.path.join(out_dir, fname), xlabel=f"task decoder R^2 ({label}, "
-                      f"OOD tasks)", ylabel=metric.label,
-                      title=f"r = {plain.r:.3f} [{plain.low:.3f}, {plain.high:.3f}]; given ID "
-                      f"{given.r:.3f} ({plain.n} runs)",
+    interval = f" [{plain.low:.3f}, {plain.high:.3f}]" if math.isfinite(plain.low) else ""
+    at = "best layer" if key == sections_model.TASK_DECODER else key.split("/")[1]
+    plots.scatter_png(x, y, os.path.join(out_dir, fname), ylabel=metric.label,
+                      xlabel=f"task decoder R^2 at {at} (OOD tasks)",
+                      title=f"r = {plain.r:.3f}{interval}; given ID {given.r:.3f} ({plain.n} "
+                      f"runs)",
                       groups=[f"frac_ood={r.get('frac_ood')}" for r in rows])
     parts.append(md.figure(fname, f"decodability ({label}) vs {metric.label}",
                            f"one point per run ({plain.n}), coloured by the held-out fraction; "
