@@ -49,9 +49,10 @@ CPU_SWEEPS := data_scaling model_size encoding_table encoding_width scaling_law 
 # sum would pass the 5 h budget; their reports still regenerate from the committed rows):
 # `make reproduce-cpu-encoding_steps`, `make reproduce-cpu-encoding_nonlinearity` and
 # `make reproduce-cpu-preference_steps` (at the paper's 4 objects, why the preference sweeps above
-# use 2); their measured times: results/cpu/README.md.
+# use 2); their measured times: results/cpu/README.md. Also run alone, for the same budget:
+# `make reproduce-cpu-decodability_fit` (the decodability claim at fixed fit, issue 40).
 PROBE_SWEEPS := data_scaling model_size encoding_table encoding_width encoding_steps \
-	encoding_nonlinearity preference_data_scaling preference_model_size
+	encoding_nonlinearity preference_data_scaling preference_model_size decodability_fit
 
 .PHONY: reproduce-cpu claims-cpu
 # The sweeps through a sub-make (it inherits -k and -j), so the claims table is remade after

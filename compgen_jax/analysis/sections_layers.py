@@ -119,5 +119,5 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                              readings.composition(groups["failing"], metric) + " (failing)"
                              if groups["failing"] else "no failing run"),
                          against_paper=readings.paper_direction(word)
-                         + "; graded data at fixed fit: issue 40, item 3")
+                         + "; graded data at fixed fit: the decodability_fit sweep")
   return "\n".join(parts), [claim]

@@ -193,8 +193,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         f"the gap ID - OOD {correlations.text(gap)}",
         against_paper=f"plain r {'reaches' if reaches else 'does not reach'} "
         f"{DECODABILITY_R} (R^2 0.95); {readings.NOT_TESTABLE_YET}: these runs move fit and "
-        f"composition together, and R^2 > 0.95 at fixed fit needs the fixed-fit sweep "
-        f"(issue 40, item 3)"))
+        f"composition together; R^2 > 0.95 at fixed fit: the decodability_fit sweep"))
     c = correlations.correlation(x, y)
     path = plots.scatter_png(
         x, y, os.path.join(out_dir, fname),

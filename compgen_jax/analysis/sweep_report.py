@@ -21,6 +21,7 @@ from compgen_jax.analysis import (
   registration,
   sections_data,
   sections_encodings,
+  sections_fit,
   sections_law,
   sections_layers,
   sections_model,
@@ -67,6 +68,8 @@ EXPERIMENTS = {
                                           (DATA, DECODABILITY)),
     "model_size": Experiment("Model size and task encodings (hyperteacher)", (
         MODEL, DECODABILITY, LAYERS)),
+    "decodability_fit": Experiment("Decodability at fixed fit (hyperteacher)", (
+        ("Decodability at fixed fit", sections_fit.decodability), LAYERS)),
     "encoding_table": Experiment("The paper's encoding table (hyperteacher)", (
         ("Task encodings: the paper's table", sections_encodings.encoding_table),)),
     "encoding_width": Experiment(
