@@ -11,6 +11,8 @@ import sys
 import time
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from compgen_jax import checkpointing
 from compgen_jax import workdir as workdir_lib
@@ -162,3 +164,13 @@ def tiny_gemma_params(num_models: int = 3) -> tuple:
   models are far from uniform (clear argmaxes, rare EOS ties)."""
   return tuple(jax.tree.map(lambda x: 3.0 * x, gemma2.init_params(TINY_GEMMA, k))
                for k in jax.random.split(jax.random.key(0), num_models))
+
+
+def tiny_gemma_prompts(lens=(6, 3, 5)) -> tuple:
+  """Left-padded TINY_GEMMA prompts [B, P] of the given lengths (BOS, then random tokens
+  3..31) and their valid mask."""
+  p = max(lens)
+  toks = np.array(jax.random.randint(jax.random.key(1), (len(lens), p), 3, TINY_GEMMA.vocab_size))
+  valid = np.arange(p)[None] >= p - np.asarray(lens)[:, None]
+  toks[np.arange(len(lens)), np.argmax(valid, axis=1)] = TINY_GEMMA.bos_id
+  return jnp.asarray(np.where(valid, toks, TINY_GEMMA.pad_id), jnp.int32), jnp.asarray(valid)

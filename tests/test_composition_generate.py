@@ -24,14 +24,7 @@ def params():
   return helpers.tiny_gemma_params()
 
 
-def _prompts(lens=(6, 3, 5)):
-  """Left-padded prompts [B, P]: BOS then random tokens 3..31."""
-  p = max(lens)
-  toks = np.array(jax.random.randint(jax.random.key(1), (len(lens), p), 3, CFG.vocab_size))
-  valid = np.arange(p)[None] >= p - np.asarray(lens)[:, None]
-  first = np.argmax(valid, axis=1)
-  toks[np.arange(len(lens)), first] = CFG.bos_id
-  return jnp.asarray(np.where(valid, toks, CFG.pad_id), jnp.int32), jnp.asarray(valid)
+_prompts = helpers.tiny_gemma_prompts
 
 
 def _gen(models, ps, prompts, valid, budgets=None, **kw):

@@ -71,12 +71,7 @@ def test_sampled_frequencies_match_a_numpy_sampler(temperature, trunc):
   assert tv < 0.02, tv
 
 
-def _prompts(lens=(6, 3, 5)):
-  p = max(lens)
-  toks = np.array(jax.random.randint(jax.random.key(1), (len(lens), p), 3, CFG.vocab_size))
-  valid = np.arange(p)[None] >= p - np.asarray(lens)[:, None]
-  toks[np.arange(len(lens)), np.argmax(valid, axis=1)] = CFG.bos_id
-  return jnp.asarray(np.where(valid, toks, CFG.pad_id), jnp.int32), jnp.asarray(valid)
+_prompts = helpers.tiny_gemma_prompts
 
 
 def test_a_fixed_key_reproduces_a_sampled_batch_row_by_row(params):

@@ -26,12 +26,7 @@ def params():
   return helpers.tiny_gemma_params(4)
 
 
-def _prompts(lens=(6, 3, 5)):
-  p = max(lens)
-  toks = np.array(jax.random.randint(jax.random.key(1), (len(lens), p), 3, CFG.vocab_size))
-  valid = np.arange(p)[None] >= p - np.asarray(lens)[:, None]
-  toks[np.arange(len(lens)), np.argmax(valid, axis=1)] = CFG.bos_id
-  return jnp.asarray(np.where(valid, toks, CFG.pad_id), jnp.int32), jnp.asarray(valid)
+_prompts = helpers.tiny_gemma_prompts
 
 
 def test_plan_groups_models_sharing_an_apply_and_shapes(params):
