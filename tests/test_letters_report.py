@@ -8,7 +8,7 @@ import pytest
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.letters import report
+from compgen_jax.letters import report, report_rows
 from tests.helpers import REPO
 
 COMMITTED = os.path.join(REPO, "results", "cpu", "letters")
@@ -36,7 +36,7 @@ def _fake_run(root, name, ems, qualitative):
   metric_writer.append_rows(str(run / "scratch" / "metrics.jsonl"), [
       {"step": s, "task": t, "seed": 0, "train/loss": loss}
       for s, t, loss in ((5, "identity", 9.0), (10, "identity", 0.5), (10, "A>K", 0.1))])
-  diag = {k: 0.0 for k in report._DIAG}
+  diag = {k: 0.0 for k in report_rows.DIAGNOSTICS}
   metric_writer.append_rows(str(run / "substitution" / "results.jsonl"), [
       {"pair": "A>K,M>B", "seed": s, "exact_match": em, "exact_match_all_sources": em,
        "qualitative": q, **diag} for s, (em, q) in enumerate(zip(ems, qualitative, strict=True))])
@@ -44,10 +44,10 @@ def _fake_run(root, name, ems, qualitative):
 
 def test_tables_are_computed_from_the_rows(tmp_path):
   _fake_run(tmp_path, "a", [1.0, 0.5], [{"AMMA": "KBBK"}, {"AMMA": "KBBA"}])
-  runs = report.load_runs(str(tmp_path))
-  assert report.em_rows(runs) == [["a", "A>K,M>B", 0.75, 0.5, "1.000, 0.500", "1.000, 0.500"]]
-  assert report.qualitative_rows(runs, "A>K,M>B") == [["a", "AMMA", "KBBK", "KBBA"]]
-  assert report.final_losses(runs["a"]["metrics"]) == {"identity": 0.5, "A>K": 0.1}
+  runs = report_rows.load_runs(str(tmp_path))
+  assert report_rows.em_rows(runs) == [["a", "A>K,M>B", 0.75, 0.5, "1.000, 0.500", "1.000, 0.500"]]
+  assert report_rows.qualitative_rows(runs, "A>K,M>B") == [["a", "AMMA", "KBBK", "KBBA"]]
+  assert report_rows.final_losses(runs["a"]["metrics"]) == {"identity": 0.5, "A>K": 0.1}
   text = open(report.write_report(str(tmp_path))).read()
   assert "| a | A>K,M>B | 0.750 | 0.500 |" in text
   shutil.rmtree(tmp_path / workdir_lib.RUNS_DIR)

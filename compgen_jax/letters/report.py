@@ -6,7 +6,6 @@ reads <dir>/runs/<name>/{config.json, scratch/metrics.jsonl, <experiment>/result
 <dir>/timings.jsonl, and rewrites <dir>/report.md, em.png, separation.png and length.png.
 """
 
-import json
 import os
 from collections import defaultdict
 
@@ -21,194 +20,12 @@ from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis.markdown import table  # noqa: E402
-from compgen_jax.letters.training import SCRATCH  # noqa: E402
+from compgen_jax.letters import report_rows as rows_lib  # noqa: E402
+from compgen_jax.letters.report_rows import number  # noqa: E402
 
 TIMINGS_FILE = "timings.jsonl"
 REPORT_FILE = workdir_lib.REPORT_FILE
-EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations", "k_experts",
-               "arithmetic")
 EM_PNG, SEPARATION_PNG, LENGTH_PNG = "em.png", "separation.png", "length.png"
-
-
-def _num(v) -> float:
-  return float(v) if not isinstance(v, list) else float(np.max(v))
-
-
-def load_runs(results_dir: str) -> dict[str, dict]:
-  """{run name: {'config', 'metrics', <experiment>: rows}} in name order."""
-  runs = {}
-  root = os.path.join(results_dir, workdir_lib.RUNS_DIR)
-  for name in sorted(os.listdir(root)):
-    with open(os.path.join(root, name, workdir_lib.CONFIG_FILE)) as f:
-      run = {"config": json.load(f),
-             "metrics": metric_writer.read_rows(os.path.join(root, name, SCRATCH,
-                                                             workdir_lib.METRICS_FILE))}
-    for exp in EXPERIMENTS:
-      rows = metric_writer.read_rows(os.path.join(root, name, exp, "results.jsonl"))
-      if rows:
-        run[exp] = rows
-    runs[name] = run
-  return runs
-
-
-def composition_variant(cfg: dict) -> str:
-  return ("one pass, per position" if cfg["data"]["layout"] == "position"
-          else f"lockstep decoding ({cfg['data']['layout']})")
-
-
-def final_losses(metrics: list[dict]) -> dict[str, float]:
-  """Training loss of the scratch phase's last logged chunk (mean over its steps), mean over
-  seeds, per task."""
-  last = max(r["step"] for r in metrics)
-  by_task = defaultdict(list)
-  for r in metrics:
-    if r["step"] == last:
-      by_task[r["task"]].append(r["train/loss"])
-  return {t: float(np.mean(v)) for t, v in by_task.items()}
-
-
-def setting_rows(runs: dict) -> list[list]:
-  rows = []
-  for name, run in runs.items():
-    c, loss = run["config"], final_losses(run["metrics"])
-    det = [v for t, v in loss.items() if "|" not in t]  # mixtures keep their entropy
-    m, t = c["model"], c["train"]
-    rows.append([name, c["preset"], composition_variant(c), c["init"], c["num_seeds"],
-                 f"{m['width']} / {m['positions']} / {'tied' if m['tie_head'] else 'untied'}",
-                 f"{t['num_steps']} x {t['batch_size']}", f"{c['optim']['learning_rate']:g}",
-                 f"{np.mean(det):.2g} (max {max(det):.2g})"])
-  return rows
-
-
-def em_rows(runs: dict) -> list[list]:
-  rows = []
-  for name, run in runs.items():
-    by_pair = defaultdict(list)
-    for r in run.get("substitution", []):
-      by_pair[r["pair"]].append(r)
-    for pair, rs in by_pair.items():
-      em = [_num(r["exact_match"]) for r in rs]
-      rows.append([name, pair, float(np.mean(em)), float(np.min(em)),
-                   ", ".join(f"{v:.3f}" for v in em),
-                   ", ".join(f"{_num(r['exact_match_all_sources']):.3f}" for r in rs)])
-  return rows
-
-
-def qualitative_rows(runs: dict, pair: str) -> list[list]:
-  rows = []
-  for name, run in runs.items():
-    rs = [r for r in run.get("substitution", []) if r["pair"] == pair]
-    if rs and rs[0].get("qualitative"):
-      for q in rs[0]["qualitative"]:
-        rows.append([name, q] + [r["qualitative"][q] for r in rs])
-  return rows
-
-
-_DIAG = ("overlap", "ortho_cos", "mean_abs_log_z_none", "mean_abs_log_z_one",
-         "mean_abs_log_z_both", "mean_tail_boost", "mean_unranked_mass", "unranked_pick_frac",
-         "mean_entropy_b", "mean_entropy_experts")
-
-
-def diagnostic_rows(runs: dict) -> list[list]:
-  """Seed means of the diagnostics: each substitution pair and each violations case."""
-  rows = []
-  for name, run in runs.items():
-    groups = defaultdict(list)
-    for r in run.get("substitution", []):
-      groups[f"pair {r['pair']}"].append(r)
-    for r in run.get("violations", []):
-      groups[f"{r['case']} {r['experts']}"].append(r)
-    for key, rs in groups.items():
-      em = [_num(r.get("exact_match", r.get("exact_match_parallel"))) for r in rs]
-      rows.append([name, key, float(np.mean(em))] + [
-          f"{np.mean([_num(r.get(k, 'nan')) for r in rs]):.3g}" for k in _DIAG])
-  return rows
-
-
-def _seeds(em: list[float]) -> list:
-  """Mean, worst seed and every seed's value of one cell."""
-  return [float(np.mean(em)), float(np.min(em)), ", ".join(f"{v:.3f}" for v in em)]
-
-
-def baseline_rows(runs: dict) -> list[list]:
-  """Per run, pair and method, the exact match of each seed: the composition beside the model
-  trained jointly on both substitutions, weight averaging, task arithmetic (lambda 0.5, 1), each
-  expert alone and the background alone (letters/experiments.py's baselines)."""
-  rows = []
-  for name, run in runs.items():
-    groups = defaultdict(list)
-    for r in run.get("baselines", []):
-      groups[(r["pair"], r["method"])].append(_num(r["exact_match"]))
-    rows += [[name, pair, method, *_seeds(em)] for (pair, method), em in groups.items()]
-  return rows
-
-
-def background_rows(runs: dict) -> list[list]:
-  """Per run, pair and background of the composition: exact match per seed, and the seed means
-  of |log Z_t| and of the both-active fraction."""
-  rows = []
-  for name, run in runs.items():
-    groups = defaultdict(list)
-    for r in run.get("background", []):
-      groups[(r["pair"], r["background"])].append(r)
-    for (pair, bg), rs in groups.items():
-      rows.append([name, pair, bg, *_seeds([_num(r["exact_match"]) for r in rs]),
-                   f"{np.mean([_num(r['mean_abs_log_z']) for r in rs]):.3g}",
-                   f"{np.mean([_num(r['overlap']) for r in rs]):.3g}"])
-  return rows
-
-
-def k_expert_rows(runs: dict) -> list[list]:
-  """Per run and k (experts A>B, C>D, ... composed over one background): exact match per seed,
-  the seed means of |log Z_t|, of the composed p(EOS) where the reference ends, and of its
-  largest value anywhere else (on the reference's prefix)."""
-  rows = []
-  for name, run in runs.items():
-    groups = defaultdict(list)
-    for r in run.get("k_experts", []):
-      groups[r["k"]].append(r)
-    for k, rs in sorted(groups.items()):
-      rows.append([name, k, *_seeds([_num(r["exact_match"]) for r in rs]),
-                   f"{np.mean([_num(r['mean_abs_log_z']) for r in rs]):.3g}",
-                   *[f"{np.mean([_num(r[k]) for r in rs]):.3g}" for k in (
-                       "p_eos_at_eos", "max_p_eos_elsewhere")]])
-  return rows
-
-
-def arithmetic_rows(runs: dict) -> list[list]:
-  """Per run and fine-tuned regime: how far task arithmetic's next-token distribution is from
-  the composition's (max total variation over steps and seeds), and both exact matches."""
-  rows = []
-  for name, run in runs.items():
-    groups = defaultdict(list)
-    for r in run.get("arithmetic", []):
-      groups[r["regime"]].append(r)
-    for regime, rs in groups.items():
-      rows.append([name, regime, f"{max(_num(r['max_tv']) for r in rs):.2g}",
-                   *[f"{np.mean([_num(r[k]) for r in rs]):.3f}" for k in (
-                       "exact_match_task_arithmetic", "exact_match_composition",
-                       "exact_match_expert1_own", "exact_match_expert2_own")]])
-  return rows
-
-
-def _mean_over(em: dict, model: str, lo: int, hi: int) -> float:
-  vals = [v for (m, n), vs in em.items() if m == model and lo <= n <= hi for v in vs]
-  return float(np.mean(vals)) if vals else float("nan")
-
-
-def length_rows(runs: dict) -> list[list]:
-  """Exact match at lengths 1-4 and over 5-16 / 17-32, then the letters alone at 1-4."""
-  rows = []
-  for name, run in runs.items():
-    em, letters = defaultdict(list), defaultdict(list)
-    for r in run.get("length", []):
-      em[(r["model"], int(r["length"]))].append(_num(r["exact_match"]))
-      letters[(r["model"], int(r["length"]))].append(_num(r.get("letters_match", "nan")))
-    for model in dict.fromkeys(m for m, _ in em):
-      rows.append([name, model] + [_mean_over(em, model, n, n) for n in (1, 2, 3, 4)] + [
-          _mean_over(em, model, 5, 16), _mean_over(em, model, 17, 32)] + [
-          _mean_over(letters, model, n, n) for n in (1, 2, 3, 4)])
-  return rows
 
 
 def em_png(runs: dict, path: str) -> str:
@@ -216,7 +33,7 @@ def em_png(runs: dict, path: str) -> str:
   labels = []
   for i, (name, run) in enumerate(runs.items()):
     for j, pair in enumerate(dict.fromkeys(r["pair"] for r in run.get("substitution", []))):
-      em = [_num(r["exact_match"]) for r in run["substitution"] if r["pair"] == pair]
+      em = [number(r["exact_match"]) for r in run["substitution"] if r["pair"] == pair]
       x = 2.5 * i + j
       ax.bar(x, np.mean(em), color=f"C{j}", label=pair if i == 0 else None)
       ax.plot([x] * len(em), em, "k.", ms=4)
@@ -240,12 +57,12 @@ def separation_png(runs: dict, path: str) -> str:
   for i, run in enumerate(runs.values()):
     for r in run.get("violations", []):
       color, marker = marks[r["case"]]
-      ax1.scatter(max(_num(r["overlap"]), floor), max(_num(r["ortho_cos"]), floor), c=color,
+      ax1.scatter(max(number(r["overlap"]), floor), max(number(r["ortho_cos"]), floor), c=color,
                   marker=marker, s=18)
-      ax3.scatter(i + 0.2 * (list(marks).index(r["case"]) - 1), _num(r["mean_abs_log_z"]),
+      ax3.scatter(i + 0.2 * (list(marks).index(r["case"]) - 1), number(r["mean_abs_log_z"]),
                   c=color, marker=marker, s=18)
     for r in run.get("substitution", []):
-      ax2.scatter(max(_num(r["unranked_pick_frac"]), floor), max(1 - _num(r["exact_match"]),
+      ax2.scatter(max(number(r["unranked_pick_frac"]), floor), max(1 - number(r["exact_match"]),
                                                                  floor), c="C0", s=14)
   for case, (color, marker) in marks.items():
     ax1.scatter([], [], c=color, marker=marker, label=case)
@@ -271,7 +88,7 @@ def length_png(runs: dict, path: str) -> str:
   for ax, (name, run) in zip(axes, shown.items(), strict=False):
     em = defaultdict(list)
     for r in run["length"]:
-      em[(r["model"] == "composition", int(r["length"]))].append(_num(r["exact_match"]))
+      em[(r["model"] == "composition", int(r["length"]))].append(number(r["exact_match"]))
     for composed, color, label in ((False, "0.6", "single models (mean)"),
                                    (True, "C3", "composition (mean; dots: seeds)")):
       ns = sorted(n for c, n in em if c == composed)
@@ -311,17 +128,17 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
       table(["run", "preset", "composition", "init", "seeds", "width / positions / head",
              "steps x batch", "lr", "final training loss (nats/token), mean over the "
              "non-mixture models (max)"],
-            setting_rows(runs)),
+            rows_lib.setting_rows(runs)),
       "## Exact match of the composition (held-out strings of length 16)",
       f"![exact match]({EM_PNG})",
       table(["run", "pair", "mean", "worst seed", "per seed", "per seed, strings with both "
-             "source letters"], em_rows(runs)),
+             "source letters"], rows_lib.em_rows(runs)),
       "## The authors' strings, composed (A>K with M>B), every seed",
       table(["run", "input", "seed 0", "seed 1", "seed 2"],
-            qualitative_rows(runs, "A>K,M>B")),
+            rows_lib.qualitative_rows(runs, "A>K,M>B")),
       "The same strings composed with A>B and C>D:",
       table(["run", "input", "seed 0", "seed 1", "seed 2"],
-            qualitative_rows(runs, "A>B,C>D")),
+            rows_lib.qualitative_rows(runs, "A>B,C>D")),
       "## Diagnostics (means over seeds)",
       "overlap: fraction of scored steps where both experts are active (KL(p_i||p_b) > 0.1); "
       "|log Z| by the number of active experts at the step; tail boost: the largest "
@@ -332,7 +149,7 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
       table(["run", "pair / case", "EM", "overlap", "ortho cos", "|log Z| none", "|log Z| one",
              "|log Z| both", "tail boost", "unranked mass", "unranked picks", "H(p_b)",
              "H(p_i)"],
-            diagnostic_rows(runs)),
+            rows_lib.diagnostic_rows(runs)),
       "## Baselines (held-out strings of length 16)",
       "The composition against what else can be made of the same models: one model trained on "
       "both substitutions (`joint`, an upper baseline), the experts' weights averaged "
@@ -342,28 +159,29 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
       "letter, (25/26)^16 = 0.53 of uniform 16-letter strings, and the background on those with "
       "neither, (24/26)^16 = 0.28: these rows are the same in every run because the held-out "
       "strings are.",
-      table(["run", "pair", "method", "mean", "worst seed", "per seed"], baseline_rows(runs)),
+      table(["run", "pair", "method", "mean", "worst seed", "per seed"],
+            rows_lib.baseline_rows(runs)),
       "## Choice of background",
       "The same experts composed over a background trained on identity strings (the default), "
       "the uniform distribution, or a model trained on the mixture of both substitutions.",
       table(["run", "pair", "background", "mean", "worst seed", "per seed", "|log Z|",
-             "overlap"], background_rows(runs)),
+             "overlap"], rows_lib.background_rows(runs)),
       "## k experts (A>B, C>D, E>F, ...) over one background",
       table(["run", "k", "mean", "worst seed", "per seed", "|log Z|",
-             "composed p(EOS) at the end", "max elsewhere"], k_expert_rows(runs)),
+             "composed p(EOS) at the end", "max elsewhere"], rows_lib.k_expert_rows(runs)),
       "## Task arithmetic against composition, by fine-tuned regime",
       "Experts fine-tuned from the background in one regime (`head`: the output head alone, "
       "`top1` / `top2`: the last one or two blocks and the head, `all`): where only the head "
       "moves, background + the sum of the task vectors (lambda 1) is the composition "
       "(max TV ~ 0).",
       table(["run", "regime", "max TV", "EM task arithmetic", "EM composition",
-             "EM expert 1 (own task)", "EM expert 2 (own task)"], arithmetic_rows(runs)),
+             "EM expert 1 (own task)", "EM expert 2 (own task)"], rows_lib.arithmetic_rows(runs)),
       "## Length generalization (trained at 16)",
       f"![length]({LENGTH_PNG})",
       "Exact match (whole output, EOS included) per length, then the output letters alone "
       "(`letters_match`, EOS step ignored) at lengths 1-4.",
       table(["run", "model", "L=1", "L=2", "L=3", "L=4", "L=5-16", "L=17-32", "letters L=1",
-             "L=2", "L=3", "L=4"], length_rows(runs)),
+             "L=2", "L=3", "L=4"], rows_lib.length_rows(runs)),
       "## Wall times (measured, this 2-core CPU shared with other jobs)",
       table(["run", "minutes", "1-min load during the run", "command"], timing_rows(results_dir)),
   ]
@@ -374,7 +192,7 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   """Renders `results_dir`'s runs into out_dir (default results_dir); returns report.md."""
   out_dir = out_dir or results_dir
   os.makedirs(out_dir, exist_ok=True)
-  runs = load_runs(results_dir)
+  runs = rows_lib.load_runs(results_dir)
   notes_path = os.path.join(results_dir, "notes.md")
   notes = open(notes_path).read().strip() if os.path.exists(notes_path) else ""
   em_png(runs, os.path.join(out_dir, EM_PNG))

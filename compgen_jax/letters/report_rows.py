@@ -1,0 +1,196 @@
+"""The letters report's tables, computed from the committed run rows alone (letters/report.py
+draws the figures and writes report.md from them)."""
+
+import json
+import os
+from collections import defaultdict
+
+import numpy as np
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.letters.training import SCRATCH
+
+EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations", "k_experts",
+               "arithmetic")
+
+
+def number(v) -> float:
+  return float(v) if not isinstance(v, list) else float(np.max(v))
+
+
+def load_runs(results_dir: str) -> dict[str, dict]:
+  """{run name: {'config', 'metrics', <experiment>: rows}} in name order."""
+  runs = {}
+  root = os.path.join(results_dir, workdir_lib.RUNS_DIR)
+  for name in sorted(os.listdir(root)):
+    with open(os.path.join(root, name, workdir_lib.CONFIG_FILE)) as f:
+      run = {"config": json.load(f),
+             "metrics": metric_writer.read_rows(os.path.join(root, name, SCRATCH,
+                                                             workdir_lib.METRICS_FILE))}
+    for exp in EXPERIMENTS:
+      rows = metric_writer.read_rows(os.path.join(root, name, exp, "results.jsonl"))
+      if rows:
+        run[exp] = rows
+    runs[name] = run
+  return runs
+
+
+def composition_variant(cfg: dict) -> str:
+  return ("one pass, per position" if cfg["data"]["layout"] == "position"
+          else f"lockstep decoding ({cfg['data']['layout']})")
+
+
+def final_losses(metrics: list[dict]) -> dict[str, float]:
+  """Training loss of the scratch phase's last logged chunk (mean over its steps), mean over
+  seeds, per task."""
+  last = max(r["step"] for r in metrics)
+  by_task = defaultdict(list)
+  for r in metrics:
+    if r["step"] == last:
+      by_task[r["task"]].append(r["train/loss"])
+  return {t: float(np.mean(v)) for t, v in by_task.items()}
+
+
+def setting_rows(runs: dict) -> list[list]:
+  rows = []
+  for name, run in runs.items():
+    c, loss = run["config"], final_losses(run["metrics"])
+    det = [v for t, v in loss.items() if "|" not in t]  # mixtures keep their entropy
+    m, t = c["model"], c["train"]
+    rows.append([name, c["preset"], composition_variant(c), c["init"], c["num_seeds"],
+                 f"{m['width']} / {m['positions']} / {'tied' if m['tie_head'] else 'untied'}",
+                 f"{t['num_steps']} x {t['batch_size']}", f"{c['optim']['learning_rate']:g}",
+                 f"{np.mean(det):.2g} (max {max(det):.2g})"])
+  return rows
+
+
+def em_rows(runs: dict) -> list[list]:
+  rows = []
+  for name, run in runs.items():
+    by_pair = defaultdict(list)
+    for r in run.get("substitution", []):
+      by_pair[r["pair"]].append(r)
+    for pair, rs in by_pair.items():
+      em = [number(r["exact_match"]) for r in rs]
+      rows.append([name, pair, float(np.mean(em)), float(np.min(em)),
+                   ", ".join(f"{v:.3f}" for v in em),
+                   ", ".join(f"{number(r['exact_match_all_sources']):.3f}" for r in rs)])
+  return rows
+
+
+def qualitative_rows(runs: dict, pair: str) -> list[list]:
+  rows = []
+  for name, run in runs.items():
+    rs = [r for r in run.get("substitution", []) if r["pair"] == pair]
+    if rs and rs[0].get("qualitative"):
+      for q in rs[0]["qualitative"]:
+        rows.append([name, q] + [r["qualitative"][q] for r in rs])
+  return rows
+
+
+DIAGNOSTICS = ("overlap", "ortho_cos", "mean_abs_log_z_none", "mean_abs_log_z_one",
+         "mean_abs_log_z_both", "mean_tail_boost", "mean_unranked_mass", "unranked_pick_frac",
+         "mean_entropy_b", "mean_entropy_experts")
+
+
+def diagnostic_rows(runs: dict) -> list[list]:
+  """Seed means of the diagnostics: each substitution pair and each violations case."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("substitution", []):
+      groups[f"pair {r['pair']}"].append(r)
+    for r in run.get("violations", []):
+      groups[f"{r['case']} {r['experts']}"].append(r)
+    for key, rs in groups.items():
+      em = [number(r.get("exact_match", r.get("exact_match_parallel"))) for r in rs]
+      rows.append([name, key, float(np.mean(em))] + [
+          f"{np.mean([number(r.get(k, 'nan')) for r in rs]):.3g}" for k in DIAGNOSTICS])
+  return rows
+
+
+def _seeds(em: list[float]) -> list:
+  """Mean, worst seed and every seed's value of one cell."""
+  return [float(np.mean(em)), float(np.min(em)), ", ".join(f"{v:.3f}" for v in em)]
+
+
+def baseline_rows(runs: dict) -> list[list]:
+  """Per run, pair and method, the exact match of each seed: the composition beside the model
+  trained jointly on both substitutions, weight averaging, task arithmetic (lambda 0.5, 1), each
+  expert alone and the background alone (letters/experiments.py's baselines)."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("baselines", []):
+      groups[(r["pair"], r["method"])].append(number(r["exact_match"]))
+    rows += [[name, pair, method, *_seeds(em)] for (pair, method), em in groups.items()]
+  return rows
+
+
+def background_rows(runs: dict) -> list[list]:
+  """Per run, pair and background of the composition: exact match per seed, and the seed means
+  of |log Z_t| and of the both-active fraction."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("background", []):
+      groups[(r["pair"], r["background"])].append(r)
+    for (pair, bg), rs in groups.items():
+      rows.append([name, pair, bg, *_seeds([number(r["exact_match"]) for r in rs]),
+                   f"{np.mean([number(r['mean_abs_log_z']) for r in rs]):.3g}",
+                   f"{np.mean([number(r['overlap']) for r in rs]):.3g}"])
+  return rows
+
+
+def k_expert_rows(runs: dict) -> list[list]:
+  """Per run and k (experts A>B, C>D, ... composed over one background): exact match per seed,
+  the seed means of |log Z_t|, of the composed p(EOS) where the reference ends, and of its
+  largest value anywhere else (on the reference's prefix)."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("k_experts", []):
+      groups[r["k"]].append(r)
+    for k, rs in sorted(groups.items()):
+      rows.append([name, k, *_seeds([number(r["exact_match"]) for r in rs]),
+                   f"{np.mean([number(r['mean_abs_log_z']) for r in rs]):.3g}",
+                   *[f"{np.mean([number(r[k]) for r in rs]):.3g}" for k in (
+                       "p_eos_at_eos", "max_p_eos_elsewhere")]])
+  return rows
+
+
+def arithmetic_rows(runs: dict) -> list[list]:
+  """Per run and fine-tuned regime: how far task arithmetic's next-token distribution is from
+  the composition's (max total variation over steps and seeds), and both exact matches."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("arithmetic", []):
+      groups[r["regime"]].append(r)
+    for regime, rs in groups.items():
+      rows.append([name, regime, f"{max(number(r['max_tv']) for r in rs):.2g}",
+                   *[f"{np.mean([number(r[k]) for r in rs]):.3f}" for k in (
+                       "exact_match_task_arithmetic", "exact_match_composition",
+                       "exact_match_expert1_own", "exact_match_expert2_own")]])
+  return rows
+
+
+def mean_over(em: dict, model: str, lo: int, hi: int) -> float:
+  vals = [v for (m, n), vs in em.items() if m == model and lo <= n <= hi for v in vs]
+  return float(np.mean(vals)) if vals else float("nan")
+
+
+def length_rows(runs: dict) -> list[list]:
+  """Exact match at lengths 1-4 and over 5-16 / 17-32, then the letters alone at 1-4."""
+  rows = []
+  for name, run in runs.items():
+    em, letters = defaultdict(list), defaultdict(list)
+    for r in run.get("length", []):
+      em[(r["model"], int(r["length"]))].append(number(r["exact_match"]))
+      letters[(r["model"], int(r["length"]))].append(number(r.get("letters_match", "nan")))
+    for model in dict.fromkeys(m for m, _ in em):
+      rows.append([name, model] + [mean_over(em, model, n, n) for n in (1, 2, 3, 4)] + [
+          mean_over(em, model, 5, 16), mean_over(em, model, 17, 32)] + [
+          mean_over(letters, model, n, n) for n in (1, 2, 3, 4)])
+  return rows
