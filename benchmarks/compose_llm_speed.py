@@ -139,6 +139,8 @@ def main(argv):
     raise app.UsageError("--hf compares float32 models (HF loads the export in float32)")
   if not 0 <= _MIN_PROMPT.value <= _PROMPT.value:
     raise app.UsageError(f"--min_prompt_len must be in [0, {_PROMPT.value}]")
+  if not all(t.isdigit() for t in _HF_THREADS.value):
+    raise app.UsageError(f"--hf_threads must be counts >= 0, got {_HF_THREADS.value}")
   hf_loop = _hf_loop() if _HF.value else None
   c = _config(_SIZE.value, _LAYERS.value)
   dtype = jnp.dtype(_DTYPE.value)
