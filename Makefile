@@ -28,6 +28,26 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
 
+# Composed decoding against the physical limit, the authors' Hugging Face PyTorch loop and
+# speculative decoding, tiny and small sizes (docs/composition.md). torch and transformers are
+# never project dependencies: venv-hf adds the bench-hf extra to .venv, with torch's CPU-only
+# wheel where $(WHEELS) has one (pip would otherwise take the newest build, CUDA's).
+WHEELS ?= /opt/wheels
+TORCH_WHEEL ?= $(firstword $(wildcard $(WHEELS)/torch-*+cpu-*.whl))
+HF_STAMP := $(VENV)/.installed-hf
+.PHONY: venv-hf bench-hf
+venv-hf: $(HF_STAMP)
+
+$(HF_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench-hf]' $(TORCH_WHEEL)
+	touch $(HF_STAMP)
+
+BENCH_HF := $(PY) benchmarks/compose_llm_speed.py --hf --hf_threads=1,0 --prompt_len=64 \
+	--min_prompt_len=32 --draft_len=4 --agreement=1,0.9,0 --repeats=3
+bench-hf: $(HF_STAMP)
+	$(BENCH_HF) --size=tiny --batch=4 --new_tokens=64
+	$(BENCH_HF) --size=small --batch=2 --new_tokens=32
+
 clean:
 	rm -rf $(VENV) workdirs
 

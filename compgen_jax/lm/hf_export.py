@@ -27,12 +27,16 @@ _TO_HF = {
 
 def hf_config(c: gemma2.Gemma2Config) -> dict:
   """A Hugging Face Gemma-2 config.json dict that `gemma2.config_from_hf` maps back to `c`."""
+  # an int, as in Gemma-2's own config.json: transformers >= 5 rejects 256.0 (only a
+  # non-integral scalar, which HF cannot load, stays a float)
+  scalar = c.query_pre_attn_scalar
   return {
       "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
       "vocab_size": c.vocab_size, "hidden_size": c.width, "num_hidden_layers": c.num_layers,
       "num_attention_heads": c.num_heads, "num_key_value_heads": c.num_kv_heads,
       "head_dim": c.head_dim, "intermediate_size": c.mlp_dim, "rms_norm_eps": c.rms_eps,
-      "rope_theta": c.rope_base, "query_pre_attn_scalar": c.query_pre_attn_scalar,
+      "rope_theta": c.rope_base,
+      "query_pre_attn_scalar": int(scalar) if float(scalar).is_integer() else scalar,
       "attn_logit_softcapping": c.attn_softcap, "final_logit_softcapping": c.final_softcap,
       "sliding_window": None if c.sliding_window >= gemma2.GLOBAL_WINDOW else c.sliding_window,
       "layer_types": ["sliding_attention" if s else "full_attention" for s in c.sliding_layers],
