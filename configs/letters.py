@@ -52,7 +52,8 @@ def base() -> ml_collections.ConfigDict:
       width=64, num_layers=2, num_heads=2, mlp_ratio=4,
       positions="rotary",  # rotary | learned | none
       max_len=128,         # learned positions only: the positional limit (tokens)
-      tie_head=False))     # untied so the head alone can be fine-tuned (arithmetic)
+      tie_head=False,      # untied so the head alone can be fine-tuned (arithmetic)
+      init="flax"))        # flax (flax's defaults) | gpt2 (GPT-2's: N(0, 0.02), lm/transformer.py)
   cfg.data = ml_collections.ConfigDict(dict(
       layout="aligned",     # aligned (y_t right after x_t, fed back) | concat (input then
                             # output) | position (y_t read at input position t, one pass)
