@@ -72,7 +72,7 @@ def test_step_spec_and_eos_rule_tables_from_the_passes(tmp_path):
   for rule in ("composed", "vote"):
     spec = "paper" if rule == "composed" else f"paper, eos={rule}"
     _fake_pass(tmp_path, f"k_{rule}", "aligned", "k_experts", [
-        {"k": k, "seed": s, "spec": spec, "eos": rule,
+        {"k": k, "seed": s, "spec": spec,
          "exact_match": v if rule == "vote" else 1.0}
         for k in (1, 2) for s, v in enumerate(em)])
   passes = report_rows.load_runs(str(tmp_path), report_rows.STEP_SPECS_DIR)

@@ -77,11 +77,13 @@ def step_spec_rows(passes: dict) -> list[list]:
 def eos_rule_rows(passes: dict) -> list[list]:
   """Per trained setting and k, the k-experts exact match under each EOS rule (the passes whose
   spec is the paper's operator with that rule alone), mean with its interval over seeds."""
+  rule_of = {"paper" if e == "composed" else f"paper, eos={e}": e for e in EOS_RULES}
   groups = defaultdict(list)
   for run in passes.values():
     for r in run.get("k_experts", []):
-      if r["spec"] in ("paper", f"paper, eos={r['eos']}"):
-        groups[(setting(run["config"]), int(r["k"]), r["eos"])].append(number(r["exact_match"]))
+      if r["spec"] in rule_of:  # spec.describe's words for the operator with an EOS rule alone
+        groups[(setting(run["config"]), int(r["k"]), rule_of[r["spec"]])].append(
+            number(r["exact_match"]))
   keys = sorted({(s, k) for s, k, _ in groups})
   return [[s, k, *[interval_text(groups[(s, k, e)]) if (s, k, e) in groups else ""
                    for e in EOS_RULES]] for s, k in keys]
