@@ -16,7 +16,7 @@ from compgen_jax.letters.training import SCRATCH
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations", "k_experts",
                "arithmetic")
 # Evaluate-only passes over a trained run under other step specs, one folder each with the run's
-# config.json, scratch/metrics.jsonl and the pass's <experiment>/results.jsonl (rows say the spec)
+# config.json and the pass's <experiment>/results.jsonl (its rows say the spec)
 STEP_SPECS_DIR = "step_specs"
 
 
