@@ -82,6 +82,6 @@ def test_step_spec_and_eos_rule_tables_from_the_passes(tmp_path):
   assert report_rows.step_spec_rows(passes) == [
       [setting, "A>B,C>D", "paper, gate=kl 0.1", cell, "1.000, 0.900, 0.800"]]
   exact = "1.000 [1.000, 1.000]"
-  assert report_rows.eos_rule_rows(passes) == [[setting, 1, exact, "", cell, ""],
-                                               [setting, 2, exact, "", cell, ""]]
+  assert report_rows.k_spec_columns(passes) == ["paper", "paper, eos=vote"]
+  assert report_rows.k_spec_rows(passes) == [[setting, 1, exact, cell], [setting, 2, exact, cell]]
   assert report_rows.load_runs(str(tmp_path)) == {}  # no runs/: the passes are not runs

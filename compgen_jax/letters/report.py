@@ -20,7 +20,6 @@ from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import figures  # noqa: E402
 from compgen_jax.analysis.markdown import table  # noqa: E402
-from compgen_jax.composition.spec import EOS_RULES  # noqa: E402
 from compgen_jax.letters import report_rows as rows_lib  # noqa: E402
 from compgen_jax.letters.report_rows import number  # noqa: E402
 
@@ -200,10 +199,12 @@ def _pass_sections(passes: dict) -> list[str]:
       f"seed.",
       table(["trained setting", "pair", "step spec", "mean [95% CI]", "per seed"],
             rows_lib.step_spec_rows(passes)),
-      "k experts (A>B, C>D, E>F, ...) over one background under each EOS rule (composed: the "
-      "operator's p(EOS); background: p_b(EOS); vote: EOS when most models in use rank it first; "
-      "min: the smallest p_m(EOS)); mean [95% t-interval over seeds]:",
-      table(["trained setting", "k", *EOS_RULES], rows_lib.eos_rule_rows(passes)),
+      "k experts (A>B, C>D, E>F, ...) over one background under each step spec, first the "
+      "paper's operator under each EOS rule (`paper`: the composed p(EOS); `eos=background`: "
+      "p_b(EOS); `eos=vote`: EOS when most models in use rank it first; `eos=min`: the smallest "
+      "p_m(EOS)); mean [95% t-interval over seeds]:",
+      table(["trained setting", "k", *rows_lib.k_spec_columns(passes)],
+            rows_lib.k_spec_rows(passes)),
   ]
 
 

@@ -74,19 +74,24 @@ def step_spec_rows(passes: dict) -> list[list]:
           for key, em in groups.items()]
 
 
-def eos_rule_rows(passes: dict) -> list[list]:
-  """Per trained setting and k, the k-experts exact match under each EOS rule (the passes whose
-  spec is the paper's operator with that rule alone), mean with its interval over seeds."""
-  rule_of = {"paper" if e == "composed" else f"paper, eos={e}": e for e in EOS_RULES}
+def k_spec_columns(passes: dict) -> list[str]:
+  """The step specs of the passes' k-experts rows: the paper's operator under each EOS rule
+  (spec.describe's words: 'paper', 'paper, eos=vote', ...) first, then any other spec."""
+  specs = {r["spec"] for run in passes.values() for r in run.get("k_experts", [])}
+  eos = ["paper" if e == "composed" else f"paper, eos={e}" for e in EOS_RULES]
+  return [e for e in eos if e in specs] + sorted(specs - set(eos))
+
+
+def k_spec_rows(passes: dict) -> list[list]:
+  """Per trained setting and k, the k-experts exact match under each step spec of
+  `k_spec_columns`, mean with its interval over seeds ('' where no pass ran it)."""
   groups = defaultdict(list)
   for run in passes.values():
     for r in run.get("k_experts", []):
-      if r["spec"] in rule_of:  # spec.describe's words for the operator with an EOS rule alone
-        groups[(setting(run["config"]), int(r["k"]), rule_of[r["spec"]])].append(
-            number(r["exact_match"]))
+      groups[(setting(run["config"]), int(r["k"]), r["spec"])].append(number(r["exact_match"]))
   keys = sorted({(s, k) for s, k, _ in groups})
-  return [[s, k, *[interval_text(groups[(s, k, e)]) if (s, k, e) in groups else ""
-                   for e in EOS_RULES]] for s, k in keys]
+  return [[s, k, *[interval_text(groups[(s, k, c)]) if (s, k, c) in groups else ""
+                   for c in k_spec_columns(passes)]] for s, k in keys]
 
 
 def final_losses(metrics: list[dict]) -> dict[str, float]:
