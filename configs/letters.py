@@ -6,10 +6,11 @@
 
 Presets: `authors` (the authors' notebook: a GPT-2-like position-aligned transducer over the 27
 symbols, learned positions, tied head, 10,000 AdamW steps at batch 1 and a constant 3e-4,
-composed per position on one forward pass; `--config.data.layout=aligned` trains the same
-setting in the interleaved layout, composed by lockstep decoding), `paper` (the paper's 2 layers
-/ width 64 / 2 heads, 2000 training pairs; GPU-sized evaluation), `quick` (a 2-core CPU: minutes
-for all seven experiments; its measured times: results/cpu/README.md), `tiny` (seconds; tests).
+composed per position on one forward pass, GPT-2's initialisation; `--config.data.layout=aligned`
+trains the same setting in the interleaved layout, composed by lockstep decoding), `paper` (the
+paper's 2 layers / width 64 / 2 heads, 2000 training pairs; GPU-sized evaluation), `quick` (a
+2-core CPU: minutes for all seven experiments; its measured times: results/cpu/README.md), `tiny`
+(seconds; tests).
 
 `init`: `independent` (the authors' code: background, experts and every other from-scratch model
 draw their own initial parameters) or `shared` (all from-scratch models of a seed start from
@@ -52,7 +53,8 @@ def base() -> ml_collections.ConfigDict:
       width=64, num_layers=2, num_heads=2, mlp_ratio=4,
       positions="rotary",  # rotary | learned | none
       max_len=128,         # learned positions only: the positional limit (tokens)
-      tie_head=False))     # untied so the head alone can be fine-tuned (arithmetic)
+      tie_head=False,      # untied so the head alone can be fine-tuned (arithmetic)
+      init="flax"))        # flax (flax's defaults) | gpt2 (GPT-2's: N(0, 0.02), lm/transformer.py)
   cfg.data = ml_collections.ConfigDict(dict(
       layout="aligned",     # aligned (y_t right after x_t, fed back) | concat (input then
                             # output) | position (y_t read at input position t, one pass)
@@ -103,8 +105,11 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   if preset == "authors":
     cfg.experiments = ("substitution", "length", "baselines", "background", "violations")
     # GPT2Config(n_positions=32, n_embd=64, n_layer=2, n_head=2): GELU MLP of 4x width, tied head
+    # GPT2LMHeadModel's own initialisation (N(0, 0.02), residual projections / sqrt(2 n_layer),
+    # LayerNorm eps 1e-5). Runs committed before this default used flax's: their config.json
+    # has no model.init (read as 'flax'); --config.model.init=flax reproduces them.
     cfg.model.update(dict(width=64, num_layers=2, num_heads=2, mlp_ratio=4, positions="learned",
-                          max_len=32, tie_head=True))
+                          max_len=32, tie_head=True, init="gpt2"))
     cfg.data.update(dict(layout="position", length_max=32, length_per_len=100))
     # 5 epochs over 2000 strings at batch 1 (drawn with replacement); torch AdamW defaults:
     # weight decay 0.01, constant learning rate, no clipping.

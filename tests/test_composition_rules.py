@@ -166,3 +166,22 @@ def test_eos_rules_set_p_eos_and_rescale_the_rest(rule):
   assert np.all(plain[1:3].argmax(-1) == EOS)
   if rule != "vote":
     assert np.all(got[1:3].argmax(-1) != EOS)
+
+
+@pytest.mark.parametrize("rule", ["background", "min", "vote"])
+def test_eos_rules_ignore_expert_slots_padded_at_weight_zero(rule):
+  """k of k_max experts (letters' k_experts) pads the unused slots with the background at
+  weight 0: the vote and the minimum must equal the unpadded composition's. Rows 0-2: the
+  background ranks EOS first and both experts do not, so 3 background copies would outvote."""
+  zs = [_logits(20), _logits(21), _logits(22)]
+  zs[0][:3, EOS] += 20.0
+  zs[1][:3, EOS] -= 10.0
+  zs[2][:3, EOS] -= 10.0
+  want, _ = _step(zs, [1.0, 1.0], eos=rule)
+  padded, _ = _step(zs + [zs[0], zs[0]], [1.0, 1.0, 0.0, 0.0], eos=rule)
+  np.testing.assert_allclose(padded, want, atol=1e-6)
+  if rule == "vote":  # the case tells the rule apart: the background alone is outvoted
+    lp = [_log_softmax(z) for z in zs]
+    assert np.all(want[:3, EOS] == 0.0) and np.all(lp[0][:3].argmax(-1) == EOS)
+    unweighted = sum((x.argmax(-1) == EOS).astype(int) for x in lp + [lp[0], lp[0]])
+    assert np.all(unweighted[:3] * 2 > 5)  # every copy voting would have ended the string

@@ -50,6 +50,7 @@ def _cfg(**overrides):
     ({"compose.eval_batch": 0}, "compose.eval_batch"),
     ({"compose.pairs": (("A>K", "A>B"),)}, "compose.pairs"),
     ({"init": "tied"}, "init"),
+    ({"model.init": "xavier"}, "model.init"),
     ({"compose.mask": "nucleus"}, "compose.mask"),
     ({"compose.mask_p": 1.5}, "compose.mask_p"),
     ({"compose.gate": "kl", "compose.gate_tau": -0.1}, "compose.gate_tau"),
@@ -200,6 +201,12 @@ def test_init_schemes():
   np.testing.assert_array_equal(shared[:2], shared[2:])  # task-major: same draw per seed
   assert not np.allclose(shared[0], shared[1])            # seeds differ
   assert not np.allclose(indep[:2], indep[2:]) and not np.allclose(indep[0], indep[1])
+  # model.init reaches the models every phase trains from (GPT-2's N(0, 0.02) embeddings
+  # instead of flax's 1/sqrt(width) = 0.25 at the tiny width 16)
+  gpt2 = zoo.letter_lm(_cfg(**{"model.init": "gpt2"}).model)
+  emb = leaf(init(gpt2, keys, ("identity", "A>B"), "independent"))
+  assert abs(emb.std() / 0.02 - 1) < 5 / np.sqrt(2 * emb.size)
+  assert abs(indep.std() * np.sqrt(16) - 1) < 5 / np.sqrt(2 * indep.size)
 
 
 def test_the_step_spec_and_sampling_fields_reach_letter_decoding():
@@ -228,11 +235,13 @@ def test_the_step_spec_and_sampling_fields_reach_letter_decoding():
 def test_a_workdir_saved_before_the_step_spec_reads_with_its_defaults(tmp_path):
   """evaluate.py over a run saved before compose.operator/mask/gate/eos/top_k/top_p/min_p
   existed: the fields come back with the defaults it decoded with, and validate."""
-  saved = workdir.config_dict(_cfg())
+  saved = workdir.config_dict(_cfg(**{"model.init": "flax"}))
   added = {**spec.spec_fields(), **spec.truncation_fields()}
   for field in added:
     del saved["compose"][field]
+  del saved["model"]["init"]  # and before model.init: flax's initialisation
   (tmp_path / workdir.CONFIG_FILE).write_text(json.dumps(saved))
   cfg = standalone.saved_config(str(tmp_path))
   assert {f: cfg.compose[f] for f in added} == added
+  assert cfg.model.init == "flax"
   config.validate(cfg)

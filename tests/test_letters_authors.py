@@ -38,6 +38,9 @@ def test_authors_preset_is_the_authors_model_and_training():
   assert model.vocab_size == 27 == len(data.SYMBOLS)  # 26 letters + space, no specials
   assert "head" not in params and params["embed"]["embedding"].shape == (27, 64)  # tied
   assert params["pos_embed"]["embedding"].shape == (32, 64)  # learned, n_positions=32
+  # GPT-2's initialisation (lm/transformer.gpt2_params): positions N(0, 0.02), not flax's 1/8
+  pos = np.asarray(params["pos_embed"]["embedding"])
+  assert cfg.model.init == "gpt2" and abs(pos.std() / 0.02 - 1) < 5 / np.sqrt(2 * pos.size)
   count = sum(a.size for a in jax.tree.leaves(params))
   assert count == _gpt2_param_count(27, 32, 64, 2, 256)
   # 5 epochs of 2000 strings at batch 1

@@ -51,3 +51,37 @@ def test_tables_are_computed_from_the_rows(tmp_path):
   text = open(report.write_report(str(tmp_path))).read()
   assert "| a | A>K,M>B | 0.750 | 0.500 |" in text
   shutil.rmtree(tmp_path / workdir_lib.RUNS_DIR)
+
+
+def _fake_pass(root, name, layout, experiment, rows):
+  run = root / report_rows.STEP_SPECS_DIR / name
+  os.makedirs(run / experiment)
+  cfg = {"preset": "authors", "init": "independent", "data": {"layout": layout},
+         "model": {"init": "flax"}}
+  (run / "config.json").write_text(json.dumps(cfg))
+  metric_writer.append_rows(str(run / experiment / "results.jsonl"), rows)
+
+
+def test_step_spec_and_eos_rule_tables_from_the_passes(tmp_path):
+  """One folder per evaluate-only pass; each cell is the mean over seeds with its 95%
+  t-interval (mean +- t_{0.975, n-1} s / sqrt(n))."""
+  em = [1.0, 0.9, 0.8]
+  _fake_pass(tmp_path, "p_gate", "aligned", "substitution", [
+      {"pair": "A>B,C>D", "seed": s, "spec": "paper, gate=kl 0.1", "exact_match": v}
+      for s, v in enumerate(em)])
+  for rule in ("composed", "vote"):
+    spec = "paper" if rule == "composed" else f"paper, eos={rule}"
+    _fake_pass(tmp_path, f"k_{rule}", "aligned", "k_experts", [
+        {"k": k, "seed": s, "spec": spec,
+         "exact_match": v if rule == "vote" else 1.0}
+        for k in (1, 2) for s, v in enumerate(em)])
+  passes = report_rows.load_runs(str(tmp_path), report_rows.STEP_SPECS_DIR)
+  half = 4.302652729911275 * 0.1 / 3 ** 0.5  # scipy.stats.t.ppf(0.975, 2) x s / sqrt(3)
+  cell = f"0.900 [{0.9 - half:.3f}, {0.9 + half:.3f}]"
+  setting = "authors, lockstep decoding (aligned), independent inits"
+  assert report_rows.step_spec_rows(passes) == [
+      [setting, "A>B,C>D", "paper, gate=kl 0.1", cell, "1.000, 0.900, 0.800"]]
+  exact = "1.000 [1.000, 1.000]"
+  assert report_rows.k_spec_columns(passes) == ["paper", "paper, eos=vote"]
+  assert report_rows.k_spec_rows(passes) == [[setting, 1, exact, cell], [setting, 2, exact, cell]]
+  assert report_rows.load_runs(str(tmp_path)) == {}  # no runs/: the passes are not runs

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
+from flax import traverse_util
 
 from compgen_jax.lm import attention, model, transformer
 
@@ -117,3 +118,42 @@ def test_attend_equals_numpy_and_masks(num_queries):
                              rtol=1e-5, atol=1e-6)
   everything = attention.attention_mask(valid.at[1].set(True), pos_Q, causal=False)
   assert bool(everything.all())
+
+
+def test_gpt2_init_follows_hugging_face_init_weights():
+  """model.init='gpt2' (HF GPT2PreTrainedModel._init_weights): every kernel and embedding
+  N(0, 0.02), the residual output projections N(0, 0.02 / sqrt(2 num_layers)), biases 0,
+  LayerNorm scales 1. Each leaf's sample std is within 5 standard errors (std / sqrt(2n)) of
+  the formula's, its mean within 5 std / sqrt(n) of 0; flax's default embeddings are
+  1/sqrt(width) instead."""
+  def lm(init):
+    cfg = ml_collections.ConfigDict(dict(width=64, num_layers=2, num_heads=2, mlp_ratio=4,
+                                         positions="learned", max_len=64, tie_head=False,
+                                         init=init))
+    return transformer.make_lm(cfg, V, bos_id=BOS, eos_id=EOS, pad_id=PAD)
+
+  params = lm("gpt2").init(jax.random.key(0))
+  flat = traverse_util.flatten_dict(jax.device_get(params))
+  scaled = 0
+  for path, a in flat.items():
+    a = np.asarray(a, np.float64)
+    if path[-1] == "bias":
+      assert np.all(a == 0), path
+    elif path[-1] == "scale":
+      assert np.all(a == 1), path
+    else:
+      want = 0.02 / np.sqrt(2 * 2) if path[-2] in ("attn_out", "mlp_out") else 0.02
+      scaled += want < 0.02
+      n = a.size
+      assert abs(a.std() / want - 1) < 5 / np.sqrt(2 * n), (path, a.std(), want)
+      assert abs(a.mean()) < 5 * want / np.sqrt(n), path
+  assert scaled == 4  # attn_out and mlp_out of both blocks
+  assert {p[0] for p in flat} >= {"embed", "pos_embed", "head", "block_0", "block_1"}
+  flax_pos = np.asarray(lm("flax").init(jax.random.key(0))["pos_embed"]["embedding"])
+  assert abs(flax_pos.std() * np.sqrt(64) - 1) < 5 / np.sqrt(2 * flax_pos.size)
+  again = lm("gpt2").init(jax.random.key(0))
+  chex.assert_trees_all_equal(again, params)
+  other = lm("gpt2").init(jax.random.key(1))
+  assert not np.allclose(other["embed"]["embedding"], params["embed"]["embedding"])
+  with pytest.raises(ValueError, match="init"):
+    lm("xavier")

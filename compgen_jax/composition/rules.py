@@ -52,16 +52,23 @@ def nucleus(logp_xV: Array, p: float) -> Array:
   return logp_xV >= cut_x1
 
 
-def eos_rule(logp_xV: Array, logp_MxxV: Array, spec: Spec, eos_id: int) -> Array:
-  """Sets p(EOS) to the rule's q and rescales the other tokens to 1 - q."""
+def eos_rule(logp_xV: Array, logp_MxxV: Array, spec: Spec, eos_id: int,
+             lam_K: Array | None = None) -> Array:
+  """Sets p(EOS) to the rule's q and rescales the other tokens to 1 - q. The vote and the
+  minimum read the models the operator uses: the background and every expert of nonzero
+  weight (all of them without weights), so an expert slot padded at weight 0 changes nothing."""
   logp_eos_Mxx = logp_MxxV[..., eos_id]
+  used_M = jnp.ones((logp_MxxV.shape[0],), bool)
+  if lam_K is not None:
+    used_M = used_M.at[1:].set(jnp.asarray(lam_K) != 0)
+  used_Mxx = used_M.reshape((-1,) + (1,) * (logp_eos_Mxx.ndim - 1))
   if spec.eos == "background":
     log_q = logp_eos_Mxx[0]
   elif spec.eos == "min":
-    log_q = jnp.min(logp_eos_Mxx, axis=0)
-  else:  # vote: EOS when most models rank it first
-    votes = jnp.sum(jnp.argmax(logp_MxxV, axis=-1) == eos_id, axis=0)
-    log_q = jnp.where(2 * votes > logp_MxxV.shape[0], 0.0, -jnp.inf)
+    log_q = jnp.min(jnp.where(used_Mxx, logp_eos_Mxx, jnp.inf), axis=0)
+  else:  # vote: EOS when most of the models used rank it first
+    votes = jnp.sum((jnp.argmax(logp_MxxV, axis=-1) == eos_id) & used_Mxx, axis=0)
+    log_q = jnp.where(2 * votes > jnp.sum(used_M), 0.0, -jnp.inf)
   is_eos_V = jnp.arange(logp_xV.shape[-1]) == eos_id
   rest_xV = jnp.where(is_eos_V, -jnp.inf, logp_xV)
   # log(1 - q) as log1p(-q); the rest renormalised over themselves (finite: V > 1, clamped)
@@ -84,5 +91,5 @@ def step(logp_MxxV: Array, lam_K: Array | None, spec: Spec, eos_id: int
     logp_xV = jax.nn.log_softmax(
         jnp.where(plausible(logp_b_xV, spec), logp_xV, -jnp.inf), axis=-1)
   if spec.eos != "composed":
-    logp_xV = eos_rule(logp_xV, logp_MxxV, spec, eos_id)
+    logp_xV = eos_rule(logp_xV, logp_MxxV, spec, eos_id, lam_K)
   return logp_xV, log_z_x

@@ -5,6 +5,7 @@ import ml_collections
 from compgen_jax import checks
 from compgen_jax.composition import spec
 from compgen_jax.letters import data, registry
+from compgen_jax.lm.transformer import INITS as MODEL_INITS
 from compgen_jax.lm.transformer import POSITIONS
 from compgen_jax.types import ConfigError
 
@@ -52,6 +53,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   checks.choice("init", cfg.init, INITS)
   m, d = cfg.model, cfg.data
   checks.choice("model.positions", m.positions, POSITIONS)
+  checks.choice("model.init", m.init, MODEL_INITS)
   for field in ("width", "num_heads", "num_layers", "mlp_ratio"):
     checks.integer(f"model.{field}", m[field], low=1)
   _check(m.width % m.num_heads == 0, "model.num_heads", f"must divide model.width={m.width}")

@@ -4,6 +4,7 @@ letter, and the composition diagnostics of one seed."""
 
 import numpy as np
 
+from compgen_jax.composition import spec as spec_lib
 from compgen_jax.composition.diagnostics import offdiag_max
 from compgen_jax.letters import data, evaluate
 from compgen_jax.letters.zoo import Zoo
@@ -71,6 +72,12 @@ def em_row(ctx: Ctx, em_SxB: np.ndarray, subs: list[str], s: int, prefix: str = 
   mask = ctx.all_sources(subs)
   return {prefix: em_SxB[s].mean(), f"{prefix}_all_sources": evaluate.mean_where(em_SxB, mask)[s],
           "num_all_sources": int(mask[s].sum())}
+
+
+def spec_row(cfg) -> dict:
+  """The step spec the composition decoded with, in words (spec.describe: 'paper, eos=vote'),
+  so that rows of evaluate-only passes with other specs say which they are."""
+  return {"spec": spec_lib.describe(spec_lib.from_config(cfg.compose))}
 
 
 def diag_row(d: dict, s: int) -> dict:

@@ -9,7 +9,7 @@ import numpy as np
 
 from compgen_jax.composition import arithmetic
 from compgen_jax.letters import data, evaluate
-from compgen_jax.letters.context import Ctx, diag_row, em_row, pair_lambdas, pairs
+from compgen_jax.letters.context import Ctx, diag_row, em_row, pair_lambdas, pairs, spec_row
 from compgen_jax.lm.model import uniform_model
 
 
@@ -21,7 +21,8 @@ def substitution(ctx: Ctx) -> list[dict]:
     d = evaluate.diagnose(ctx.cfg, models, params, tokens, lam)
     example = _example(ctx, tokens, subs)
     strings = qualitative(ctx, models, params, lam)
-    rows += [{"pair": ",".join(subs), "seed": s, **em_row(ctx, em, subs, s), **diag_row(d, s),
+    rows += [{"pair": ",".join(subs), "seed": s, **spec_row(ctx.cfg), **em_row(ctx, em, subs, s),
+              **diag_row(d, s),
               "example": example if s == 0 else "", "qualitative": strings[s]}
              for s in range(ctx.cfg.num_seeds)]
   return rows
@@ -159,7 +160,8 @@ def k_experts(ctx: Ctx) -> list[dict]:
                                  ctx.keys)
     ref = evaluate.references(ctx.x, ctx.len, data.table(subs), cfg.data.layout)[0]
     d = evaluate.diagnose(cfg, models[:k + 1], params[:k + 1], ref, lam[:k])
-    rows += [{"k": k, "experts": ",".join(subs), "seed": s, **em_row(ctx, em, subs, s),
+    rows += [{"k": k, "experts": ",".join(subs), "seed": s, **spec_row(cfg),
+              **em_row(ctx, em, subs, s),
               **diag_row(d, s), "p_eos_at_eos": d["p_eos_at_eos"][s],
               "max_p_eos_elsewhere": d["max_p_eos_elsewhere"][s]}
              for s in range(cfg.num_seeds)]

@@ -117,8 +117,9 @@ def timing_rows(results_dir: str) -> list[list]:
   return [[r["run"], r["wall_s"] / 60, r["load"], r["command"]] for r in rows]
 
 
-def render(runs: dict, results_dir: str, notes: str = "") -> str:
-  """The report's markdown (figures are written by `write_report`)."""
+def render(runs: dict, results_dir: str, notes: str = "", passes: dict | None = None) -> str:
+  """The report's markdown (figures are written by `write_report`); `passes`: the step-spec
+  passes (report_rows.STEP_SPECS_DIR), a section when there are any."""
   sections = [
       "# Letter substitution: logit composition (paper 2's toy)",
       "Regenerate (from the rows below this directory): "
@@ -182,10 +183,29 @@ def render(runs: dict, results_dir: str, notes: str = "") -> str:
       "(`letters_match`, EOS step ignored) at lengths 1-4.",
       table(["run", "model", "L=1", "L=2", "L=3", "L=4", "L=5-16", "L=17-32", "letters L=1",
              "L=2", "L=3", "L=4"], rows_lib.length_rows(runs)),
+      *(_pass_sections(passes) if passes else []),
       "## Wall times (measured, this 2-core CPU shared with other jobs)",
       table(["run", "minutes", "1-min load during the run", "command"], timing_rows(results_dir)),
   ]
   return "\n\n".join(s for s in sections if s) + "\n"
+
+
+def _pass_sections(passes: dict) -> list[str]:
+  return [
+      "## Step specs and EOS rules (evaluate-only passes over trained runs)",
+      f"The same checkpoints decoded again under other step specs (composition/spec.py; one "
+      f"folder per pass in {rows_lib.STEP_SPECS_DIR}/, the spec in its rows). Exact match on "
+      f"held-out strings of length 16, mean over seeds [95% t-interval over seeds], and per "
+      f"seed.",
+      table(["trained setting", "pair", "step spec", "mean [95% CI]", "per seed"],
+            rows_lib.step_spec_rows(passes)),
+      "k experts (A>B, C>D, E>F, ...) over one background under each step spec, first the "
+      "paper's operator under each EOS rule (`paper`: the composed p(EOS); `eos=background`: "
+      "p_b(EOS); `eos=vote`: EOS when most models in use rank it first; `eos=min`: the smallest "
+      "p_m(EOS)); mean [95% t-interval over seeds]:",
+      table(["trained setting", "k", *rows_lib.k_spec_columns(passes)],
+            rows_lib.k_spec_rows(passes)),
+  ]
 
 
 def write_report(results_dir: str, out_dir: str | None = None) -> str:
@@ -193,10 +213,12 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   out_dir = out_dir or results_dir
   os.makedirs(out_dir, exist_ok=True)
   runs = rows_lib.load_runs(results_dir)
+  passes = rows_lib.load_runs(results_dir, rows_lib.STEP_SPECS_DIR)
   notes_path = os.path.join(results_dir, "notes.md")
   notes = open(notes_path).read().strip() if os.path.exists(notes_path) else ""
   em_png(runs, os.path.join(out_dir, EM_PNG))
   separation_png(runs, os.path.join(out_dir, SEPARATION_PNG))
   length_png(runs, os.path.join(out_dir, LENGTH_PNG))
-  return files.write_text(os.path.join(out_dir, REPORT_FILE), render(runs, results_dir, notes))
+  return files.write_text(os.path.join(out_dir, REPORT_FILE),
+                          render(runs, results_dir, notes, passes))
 

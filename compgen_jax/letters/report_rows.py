@@ -9,21 +9,28 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis.verdicts import mean_interval
+from compgen_jax.composition.spec import EOS_RULES
 from compgen_jax.letters.training import SCRATCH
 
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations", "k_experts",
                "arithmetic")
+# Evaluate-only passes over a trained run under other step specs, one folder each with the run's
+# config.json and the pass's <experiment>/results.jsonl (its rows say the spec)
+STEP_SPECS_DIR = "step_specs"
 
 
 def number(v) -> float:
   return float(v) if not isinstance(v, list) else float(np.max(v))
 
 
-def load_runs(results_dir: str) -> dict[str, dict]:
-  """{run name: {'config', 'metrics', <experiment>: rows}} in name order."""
+def load_runs(results_dir: str, subdir: str = workdir_lib.RUNS_DIR) -> dict[str, dict]:
+  """{run name: {'config', 'metrics', <experiment>: rows}} in name order, of the folders in
+  <results_dir>/<subdir> (none when it does not exist)."""
   runs = {}
-  root = os.path.join(results_dir, workdir_lib.RUNS_DIR)
-  for name in sorted(os.listdir(root)):
+  root = os.path.join(results_dir, subdir)
+  names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+  for name in [n for n in names if os.path.isdir(os.path.join(root, n))]:
     with open(os.path.join(root, name, workdir_lib.CONFIG_FILE)) as f:
       run = {"config": json.load(f),
              "metrics": metric_writer.read_rows(os.path.join(root, name, SCRATCH,
@@ -39,6 +46,52 @@ def load_runs(results_dir: str) -> dict[str, dict]:
 def composition_variant(cfg: dict) -> str:
   return ("one pass, per position" if cfg["data"]["layout"] == "position"
           else f"lockstep decoding ({cfg['data']['layout']})")
+
+
+def setting(cfg: dict) -> str:
+  """A trained run's setting in words: preset, composition, inits (and GPT-2's initialisation
+  where the model used it)."""
+  gpt2 = ", GPT-2 init" if cfg["model"].get("init", "flax") == "gpt2" else ""
+  return f"{cfg['preset']}, {composition_variant(cfg)}, {cfg['init']} inits{gpt2}"
+
+
+def interval_text(values) -> str:
+  """Mean over seeds and its 95% t-interval (analysis.verdicts.mean_interval)."""
+  ci = mean_interval(values)
+  if ci is None:
+    return f"{np.mean(values):.3f}"
+  return f"{ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}]"
+
+
+def step_spec_rows(passes: dict) -> list[list]:
+  """Per trained setting, pair and step spec (every pass's substitution rows): exact match,
+  mean over seeds with its interval, and per seed."""
+  groups = defaultdict(list)
+  for run in passes.values():
+    for r in run.get("substitution", []):
+      groups[(setting(run["config"]), r["pair"], r["spec"])].append(number(r["exact_match"]))
+  return [[*key, interval_text(em), ", ".join(f"{v:.3f}" for v in em)]
+          for key, em in groups.items()]
+
+
+def k_spec_columns(passes: dict) -> list[str]:
+  """The step specs of the passes' k-experts rows: the paper's operator under each EOS rule
+  (spec.describe's words: 'paper', 'paper, eos=vote', ...) first, then any other spec."""
+  specs = {r["spec"] for run in passes.values() for r in run.get("k_experts", [])}
+  eos = ["paper" if e == "composed" else f"paper, eos={e}" for e in EOS_RULES]
+  return [e for e in eos if e in specs] + sorted(specs - set(eos))
+
+
+def k_spec_rows(passes: dict) -> list[list]:
+  """Per trained setting and k, the k-experts exact match under each step spec of
+  `k_spec_columns`, mean with its interval over seeds ('' where no pass ran it)."""
+  groups = defaultdict(list)
+  for run in passes.values():
+    for r in run.get("k_experts", []):
+      groups[(setting(run["config"]), int(r["k"]), r["spec"])].append(number(r["exact_match"]))
+  keys = sorted({(s, k) for s, k, _ in groups})
+  return [[s, k, *[interval_text(groups[(s, k, c)]) if (s, k, c) in groups else ""
+                   for c in k_spec_columns(passes)]] for s, k in keys]
 
 
 def final_losses(metrics: list[dict]) -> dict[str, float]:
@@ -59,7 +112,8 @@ def setting_rows(runs: dict) -> list[list]:
     det = [v for t, v in loss.items() if "|" not in t]  # mixtures keep their entropy
     m, t = c["model"], c["train"]
     rows.append([name, c["preset"], composition_variant(c), c["init"], c["num_seeds"],
-                 f"{m['width']} / {m['positions']} / {'tied' if m['tie_head'] else 'untied'}",
+                 f"{m['width']} / {m['positions']} / {'tied' if m['tie_head'] else 'untied'}"
+                 + (" / GPT-2 init" if m.get("init", "flax") == "gpt2" else ""),
                  f"{t['num_steps']} x {t['batch_size']}", f"{c['optim']['learning_rate']:g}",
                  f"{np.mean(det):.2g} (max {max(det):.2g})"])
   return rows

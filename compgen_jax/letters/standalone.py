@@ -29,9 +29,12 @@ from compgen_jax.types import ConfigError
 
 
 def with_defaults(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """`cfg` (a saved one: tuples as in configs/letters.py, locked) with the compose fields a run
-  saved before the step spec and sampling filters existed lacks: the defaults it decoded with."""
+  """`cfg` (a saved one: tuples as in configs/letters.py, locked) with the fields a run saved
+  before they existed lacks, at the defaults it ran with: the compose step spec and sampling
+  filters, and model.init (flax's)."""
   cfg = ml_collections.ConfigDict(workdir_lib.as_tuples(workdir_lib.config_dict(cfg)))
+  if "model" in cfg and "init" not in cfg.model:
+    cfg.model.init = "flax"
   for field, value in {**spec.spec_fields(), **spec.truncation_fields()}.items():
     if "compose" in cfg and field not in cfg.compose:
       cfg.compose[field] = value
