@@ -20,7 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest -n 2 tests
+	$(VENV)/bin/pytest -n 2 --dist=loadgroup tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -20,7 +20,9 @@ from compgen_jax.sweeps import spec
 from tests import helpers
 from tests.helpers import REPO
 
-pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+# collected first (tests/conftest.py); with test_sweep_report.py on one worker (--dist=loadgroup),
+# so the session's tiny sweep (conftest.tiny_sweep, ~50 s) is made once
+pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("tiny_sweep")]
 
 RESULTS = os.path.join(REPO, "results", "cpu")
 COMPARED = {"scaling": (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE),

@@ -82,21 +82,26 @@ def _run(num_devices: int, jobs: list) -> dict:
 def runs(tmp_path_factory):
   """Rows of: 1 device uninterrupted (the reference), 4 devices uninterrupted, and a 4-device run
   stopped at its step-50 checkpoint then resumed with 1 device, with 3, and by 2 processes of 2
-  devices each (jax.distributed)."""
+  devices each (jax.distributed); and the standalone evaluate and probe passes over copies of
+  the reference run with 1 device and with 4 (jobs share subprocesses: each costs a JAX start)."""
   tmp = tmp_path_factory.mktemp("sharding")
-  d = {name: str(tmp / name) for name in ("inspect", "ref", "four", "to1", "to3", "to2x2")}
+  d = {name: str(tmp / name) for name in ("inspect", "ref", "four", "to1", "to3", "to2x2", "p1",
+                                          "p4")}
+  ref = _run(1, [["train", d["ref"], None]])
+  for name in ("p1", "p4"):
+    shutil.copytree(d["ref"], d[name])
   four = _run(4, [["inspect", d["inspect"], None], ["train", d["four"], None],
-                  ["train", d["to1"], 50]])
+                  ["train", d["to1"], 50], ["passes", d["p4"], None]])
   shutil.copytree(d["to1"], d["to3"])
   shutil.copytree(d["to1"], d["to2x2"])
-  one = _run(1, [["train", d["ref"], None], ["train", d["to1"], None]])
+  one = _run(1, [["train", d["to1"], None], ["passes", d["p1"], None]])
   three = _run(3, [["train", d["to3"], None]])
   _run_two_processes(d["to2x2"])
-  return {"inspect": four, "ref": one[d["ref"]], "four": four[d["four"]],
+  return {"inspect": four, "ref": ref[d["ref"]], "four": four[d["four"]],
           "to1": one[d["to1"]], "to3": three[d["to3"]],
           "to2x2": metric_writer.read_rows(os.path.join(d["to2x2"], "metrics.jsonl")),
           "to2x2_steps": checkpointing.available_steps(os.path.join(d["to2x2"], "checkpoints")),
-          "ref_dir": d["ref"]}
+          "passes1": one[d["p1"]], "passes4": four[d["p4"]], "p4_dir": d["p4"]}
 
 
 def _run_two_processes(workdir: str) -> None:
@@ -171,15 +176,12 @@ def test_padding_repeats_the_last_run_and_counts_round_up():
   assert sharding.pad(tree, 3)["a"] is tree["a"]  # nothing to pad: no copy
 
 
-def test_passes_over_four_devices_write_the_rows_of_one_device(runs, tmp_path):
+def test_passes_over_four_devices_write_the_rows_of_one_device(runs):
   """The standalone evaluate and probe passes shard the restored runs over the devices (3 runs
   padded to 4) and write exactly the rows of a one-device pass, once."""
-  for n in (1, 4):
-    shutil.copytree(runs["ref_dir"], tmp_path / f"p{n}")
-  one = _run(1, [["passes", str(tmp_path / "p1"), None]])[str(tmp_path / "p1")]
-  four = _run(4, [["passes", str(tmp_path / "p4"), None]])[str(tmp_path / "p4")]
+  one, four = runs["passes1"], runs["passes4"]
   for kind in ("eval", "probe"):
     assert {r["run"] for r in four[kind]} == {0, 1, 2}
     _assert_rows_close(four[kind], one[kind])
-  written = metric_writer.read_rows(str(tmp_path / "p4" / "eval.jsonl"))
+  written = metric_writer.read_rows(os.path.join(runs["p4_dir"], "eval.jsonl"))
   assert len(written) == len(four["eval"]) == 3 * 2  # checkpoints 50 and 100, no padding rows

@@ -20,6 +20,9 @@ from compgen_jax.tasks import combinatorics
 from tests import helpers
 from tests.helpers import REPO
 
+# on the worker of test_committed_reports.py (--dist=loadgroup): one tiny sweep per session
+pytestmark = pytest.mark.xdist_group("tiny_sweep")
+
 # ------------------------------------------------------------------------------------------
 # Aggregation against independent formulas
 

@@ -138,6 +138,7 @@ def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
   }
 
 
+@jax.jit  # called per row on the host: one program per shape, not one per primitive
 def offdiag_max(m_KxK: Array) -> Array:
   """Largest |off-diagonal| entry, NaN entries skipped: the overlap / orthogonality flag.
   NaN when no pair is left (K < 2, or every cosine undefined)."""

@@ -4,7 +4,7 @@ import ml_collections
 
 from compgen_jax import checks
 from compgen_jax.composition import spec
-from compgen_jax.letters import data, registry
+from compgen_jax.letters import data
 from compgen_jax.lm.transformer import INITS as MODEL_INITS
 from compgen_jax.lm.transformer import POSITIONS
 from compgen_jax.types import ConfigError
@@ -44,6 +44,9 @@ def _validate_training(name: str, t, o) -> None:
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """Raises ConfigError (naming the field and the allowed values) before anything compiles."""
+  # here: the registry imports the experiments (matplotlib, orbax); the application table
+  # imports this module for EVALUATION_FIELDS at every binary's start
+  from compgen_jax.letters import registry
   names, allowed = cfg.experiments, ", ".join(registry.EXPERIMENTS)
   bad = [n for n in names if n not in registry.EXPERIMENTS]
   hint = " (give a tuple: --config.experiments=\"('substitution','length')\")" if any(

@@ -23,12 +23,14 @@ def test_inputs(cfg, seed_keys_S: Array, lengths: list[int], per_len: int,
                 name: str) -> tuple[Array, Array]:
   """Held-out strings (x_SxBxN, len_SxB), B = len(lengths) * per_len, N = max(lengths), from
   stream 'test/name'."""
-  len_B = jnp.repeat(jnp.asarray(lengths, jnp.int32), per_len)
-  x_SxBxN = jax.vmap(lambda k: data.sample_inputs(rng.stream(k, f"test/{name}"), len(len_B),
-                                                     max(lengths)))(seed_keys_S)
-  return x_SxBxN, jnp.broadcast_to(len_B, x_SxBxN.shape[:2])
+  len_B = np.repeat(np.asarray(lengths, np.int32), per_len)
+  # jitted, as every host-side step of an experiment: op by op, each primitive compiles alone
+  x_SxBxN = jax.jit(jax.vmap(lambda k: data.sample_inputs(
+      rng.stream(k, f"test/{name}"), len(len_B), max(lengths))))(seed_keys_S)
+  return x_SxBxN, jnp.asarray(np.broadcast_to(len_B, x_SxBxN.shape[:2]))
 
 
+@functools.partial(jax.jit, static_argnums=(3,))
 def references(x_SxBxN: Array, len_SxB: Array, table_V, layout: str):
   """Ground-truth sequences (tokens, forced_mask, target_mask), each [S, B, T]."""
   y_SxBxN = jnp.take(jnp.asarray(table_V), x_SxBxN)
@@ -162,14 +164,15 @@ def diagnose(cfg, models: tuple, params: tuple, tokens_SxBxT, lam_K=None) -> dic
   Scored steps are the ones that predict a generated token (output letters and EOS; the
   output positions for 'position').
   """
-  tokens = jnp.asarray(tokens_SxBxT)[:, :cfg.compose.eval_batch]
-  lam_K = jnp.ones((len(models) - 1,), jnp.float32) if lam_K is None else jnp.asarray(lam_K)
+  tokens = np.asarray(tokens_SxBxT)[:, :cfg.compose.eval_batch]
+  lam_K = np.ones((len(models) - 1,), np.float32) if lam_K is None else np.asarray(lam_K)
   valid = _predicts_output(tokens, cfg.data.layout)
   diagnoser = _diagnoser(tuple(models), cfg.data.layout, float(cfg.compose.kl_threshold),
                         float(cfg.compose.ortho_norm_floor), float(cfg.compose.tail_logp))
   return jax.device_get(diagnoser(tuple(params), tokens, valid, lam_K))
 
 
+@functools.partial(jax.jit, static_argnums=(1,))
 def _predicts_output(tokens_SxBxT: Array, layout: str) -> Array:
   """Steps t whose next token (t + 1) is generated, recovered from the token layout."""
   nxt = tokens_SxBxT[..., 1:]

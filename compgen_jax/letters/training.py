@@ -137,8 +137,8 @@ def make_runs(keys_R: Array, tasks: list[str], cfg_data, masks: PyTree) -> Runs:
   width = max(t.shape[0] for t in tabs)
   tables = np.stack([np.concatenate([t, np.repeat(t[:1], width - len(t), 0)]) for t in tabs])
   num_data = max(cfg_data.num_train, 1)
-  strings = jax.vmap(lambda k: data.sample_inputs(rng.stream(k, "data"), num_data,
-                                                  cfg_data.train_len))(keys_R)
+  strings = jax.jit(jax.vmap(lambda k: data.sample_inputs(rng.stream(k, "data"), num_data,
+                                                          cfg_data.train_len)))(keys_R)
   return Runs(keys_R, jnp.asarray(tables), jnp.asarray([len(t) for t in tabs], jnp.int32),
               strings, masks)
 

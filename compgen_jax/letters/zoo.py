@@ -9,6 +9,7 @@ start from each seed's identity model. Each phase trains through the one loop in
 only restores, against the layout the workdir trained.
 """
 
+import functools
 import os
 from typing import NamedTuple
 
@@ -38,13 +39,25 @@ class Zoo(NamedTuple):
 
 def _split(params_R: PyTree, names: list, num_seeds: int) -> dict:
   """Task-major [len(names) * S, ...] -> {name: [S, ...]}."""
-  return {n: jax.tree.map(lambda a, i=i: a[i * num_seeds:(i + 1) * num_seeds], params_R)
-          for i, n in enumerate(names)}
+  # jitted, as every step before training here: op by op, each slice shape and each primitive
+  # of the model's init compiles on its own (~200 compiles, a third of a tiny run's time)
+  return dict(zip(names, _jit_split(params_R, len(names), num_seeds), strict=True))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _jit_split(params_R: PyTree, num_names: int, num_seeds: int) -> list:
+  return [jax.tree.map(lambda a, i=i: a[i * num_seeds:(i + 1) * num_seeds], params_R)
+          for i in range(num_names)]
 
 
 def initial_params(model: Model, seed_keys_S: jax.Array, tasks: list[str], init: str) -> PyTree:
   """Task-major [len(tasks) * S, ...] initial parameters: one draw per seed ('shared', stream
   'student') or one per task and seed ('independent', stream 'init/<task>')."""
+  return _jit_initial_params(model, seed_keys_S, tuple(tasks), init)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
+def _jit_initial_params(model: Model, seed_keys_S: jax.Array, tasks: tuple, init: str) -> PyTree:
   if init == "shared":
     init_S = jax.vmap(lambda k: model.init(rng.stream(k, "student")))(seed_keys_S)
     return jax.tree.map(lambda a: jnp.concatenate([a] * len(tasks)), init_S)
@@ -55,7 +68,7 @@ def initial_params(model: Model, seed_keys_S: jax.Array, tasks: list[str], init:
 
 def run_keys(cfg) -> jax.Array:
   """[S] typed keys of the seeds."""
-  return jax.vmap(lambda i: rng.run_key(cfg.seed, i))(jnp.arange(cfg.num_seeds))
+  return jax.jit(jax.vmap(lambda i: rng.run_key(cfg.seed, i)))(jnp.arange(cfg.num_seeds))
 
 
 def _phases(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]], train: bool
@@ -68,12 +81,16 @@ def _phases(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]], tr
   seed_keys = run_keys(cfg)
 
   def phase(name, init_R, stream, per_run, regimes, info, cfg_train, cfg_optim):
-    keys = jnp.concatenate([jax.vmap(lambda k, n=n: rng.stream(k, f"{stream}/{n}"))(seed_keys)
-                            for n in per_run])
-    masks = jax.tree.map(lambda *m: jnp.concatenate(m), *[
-        jax.vmap(lambda p, r=r: training.trainable_mask(p, r, cfg.model.num_layers))(
-            jax.tree.map(lambda a, i=i: a[i * s:(i + 1) * s], init_R))
-        for i, r in enumerate(regimes)])
+    def keys_and_masks(seed_keys, init_R):
+      keys = jnp.concatenate([jax.vmap(lambda k, n=n: rng.stream(k, f"{stream}/{n}"))(seed_keys)
+                              for n in per_run])
+      masks = jax.tree.map(lambda *m: jnp.concatenate(m), *[
+          jax.vmap(lambda p, r=r: training.trainable_mask(p, r, cfg.model.num_layers))(
+              jax.tree.map(lambda a, i=i: a[i * s:(i + 1) * s], init_R))
+          for i, r in enumerate(regimes)])
+      return keys, masks
+
+    keys, masks = jax.jit(keys_and_masks)(seed_keys, init_R)  # one program (see _split)
     phase_train = training.phase_train(cfg_train, cfg.train.progress)
     trainable = training.Phase(name, training.family(model, init_R, training.make_runs(
         keys, [n for n in per_run for _ in range(s)], cfg.data, masks), cfg.data, cfg_optim,
@@ -89,7 +106,8 @@ def _phases(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]], tr
                         cfg.train, cfg.optim), tasks, s)
   finetuned = {}
   if runs:
-    ft_init = jax.tree.map(lambda a: jnp.concatenate([a] * len(runs)), params["identity"])
+    ft_init = jax.jit(lambda p: jax.tree.map(lambda a: jnp.concatenate([a] * len(runs)), p))(
+        params["identity"])
     finetuned = _split(phase(
         training.FINETUNE, ft_init, "finetune", [e for e, _ in runs], [r for _, r in runs],
         [{"task": e, "regime": r, "seed": i} for e, r in runs for i in range(s)],
