@@ -99,10 +99,15 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   cfg.score = _score(preset, cfg.study.joint)
   if preset == "test":
     # seconds: one checkpoint and one held-out pass per model; the experts fast enough to learn
-    # the tests' planted skill (tests/test_llm_study.py) in their steps
+    # the tests' planted skill (tests/test_llm_study.py) in their steps. The funcs expert's
+    # rows hold a whole problem (prompt + body: 80-101 tokens at test size; lm_train's test
+    # size packs 32): with 32, its global layers never saw the positions it answers at, and
+    # whether it answered there was luck (the planted skill failed after llm_data's new
+    # templates changed the tiny tokenizer's ids)
     for section in (cfg.background, *cfg.experts.values()):
       section.train.checkpoint_every = section.evals.every = section.train.num_steps
     cfg.experts.funcs.optim.learning_rate = 1e-2
+    cfg.experts.funcs.corpus.seq_len = 128
     cfg.experts.funcs.train.update(num_steps=80, checkpoint_every=80)
     cfg.experts.funcs.evals.every = 80
   if preset == "cpu":
