@@ -104,7 +104,7 @@ def test_build_is_deterministic_resumes_and_seeds_matter(tiny_llm_data, tmp_path
     ("arith.test_templates", ("laps", "nope"), "unknown 'nope'"),
     ("strings.test_templates", tuple(config.TEMPLATES["strings"]), "none is left"),
     ("funcs.num_train", 0, "funcs.num_train"),
-    ("arith.max_operand", 5, "arith.max_operand"),
+    ("arith.max_operand", 4, "arith.max_operand"),
     ("tokenizer.vocab_size", 100, "tokenizer.vocab_size"),
 ])
 def test_bad_config_raises_before_writing(tmp_path, field, value, message):

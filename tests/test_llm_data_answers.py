@@ -96,6 +96,16 @@ FUNCS = {
     "count_words": lambda d, a: len([w for w in a.split(" ") if w]),
     "multiples": lambda d, a: list(range(_ints(d)[0], _ints(d)[0] * a + 1, _ints(d)[0])),
     "countdown": lambda d, a: _quoted(d)[0].join(map(str, range(a, 0, -1))),
+    "count_less": lambda d, a: len([x for x in a if x < _ints(d)[0]]),
+    "sum_even": lambda d, a: sum(filter(lambda x: not x % 2, a)),
+    "spread": lambda d, a: sorted(a)[-1] - sorted(a)[0],
+    "remove_spaces": lambda d, a: "".join(a.split(" ")),
+    "count_spaces": lambda d, a: len(a) - len(a.replace(" ", "")),
+    "keep_smaller": lambda d, a: [x for x in a if x < _ints(d)[0]],
+    "total_above": lambda d, a: sum(x for x in a if x > _ints(d)[0]),
+    "lowest": lambda d, a: sorted(a)[0],
+    "delete_char": lambda d, a: "".join(ch for ch in a if ch != _quoted(d)[0]),
+    "char_count": lambda d, a: sum(ch == _quoted(d)[0] for ch in a),
 }
 
 
@@ -143,6 +153,12 @@ STRINGS = {
     "double_letters": lambda w: re.sub("(.)", r"\1\1", w[0]),
     "length": lambda w: str(len(w[0])),
     "count_letter": lambda w: str(w[1].count(w[0])),
+    "last_word": lambda w: w[0].split(" ")[-1],
+    "capitalize_word": lambda w: w[0][:1].upper() + w[0][1:],
+    "spell_out": lambda w: " ".join(list(w[0])),
+    "final_letter": lambda w: w[0][-1:],
+    "title_case": lambda w: " ".join(x[0].upper() + x[1:] for x in w[0].split(" ")),
+    "twice_letters": lambda w: re.sub("(.)", r"\1\1", w[0]),
 }
 
 

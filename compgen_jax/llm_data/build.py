@@ -12,6 +12,7 @@ Each file is written whole (files.write_*) and skipped when present, so a killed
 the same config writes the same bytes.
 """
 
+import ast
 import os
 import random
 from collections.abc import Callable
@@ -119,21 +120,41 @@ def question_prompt(question: str) -> str:
   return f"Question: {question}\nAnswer:"
 
 
+def docstring_summary(record: dict) -> str:
+  """The first line of a python.jsonl function's docstring ("" if it does not parse alone)."""
+  try:
+    tree = ast.parse(record["prompt"] + record["body"])
+  except SyntaxError:
+    return ""
+  node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)),
+              None)
+  doc = ast.get_docstring(node) if node is not None else None
+  return doc.strip().split("\n")[0].strip() if doc and doc.strip() else ""
+
+
 def examples(directory: str, source: str) -> list[tuple[str, str]]:
   """(context, target) per training document of one source, as the model reads it: prose
-  ("", text); python (signature and docstring, body); the skills' training problems as their
+  ("", text); python (signature and docstring, body); qa (a question about a stdlib function
+  in the skills' question format, answered by its docstring's first line: general Q/A that
+  teaches a background the format and no skill); the skills' training problems as their
   benchmark prompts them (context) and answers them (target: the worked answer, the body)."""
   if source == "prose":
     return [("", r["text"]) for r in read_jsonl(os.path.join(directory, PROSE))]
   if source == "python":
     return [(r["prompt"], r["body"]) for r in read_jsonl(os.path.join(directory, PYTHON))]
+  if source == "qa":
+    pairs = [(r["name"], docstring_summary(r))
+             for r in read_jsonl(os.path.join(directory, PYTHON))]
+    return [(question_prompt(f"What does the Python function {name} do?"), " " + summary)
+            for name, summary in pairs if summary]
   records = read_jsonl(os.path.join(directory, split_file(source, "train")))
   if source == "funcs":
     return [(r["prompt"], r["canonical_solution"]) for r in records]
   return [(question_prompt(r["question"]), " " + r["answer"]) for r in records]
 
 
-SOURCES = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
+TOKENIZED = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
+SOURCES = (*TOKENIZED, "qa")  # what a model may train on (qa: read off python's docstrings)
 
 
 def benchmark_settings(directory: str, split: str = "test") -> dict[str, dict]:
@@ -172,7 +193,7 @@ def ensure(cfg: ml_collections.ConfigDict, directory: str) -> dict[str, str]:
         files.write_jsonl(path, draw(cfg, skill, split, set(map(coarse_key(skill), earlier))))
   model = os.path.join(directory, TOKENIZER)
   if not os.path.isfile(model):
-    texts = [c + t for source in SOURCES for c, t in examples(directory, source)]
+    texts = [c + t for source in TOKENIZED for c, t in examples(directory, source)]
     tokenizer.train(model, texts, cfg.tokenizer.vocab_size)
   return paths(directory)
 

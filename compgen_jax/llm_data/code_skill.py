@@ -114,6 +114,32 @@ TEMPLATES = (
     T("countdown", "n", "str", "Return the numbers from {a} down to 1 joined by '{c}'.",
       "return '{c}'.join(str(i) for i in range({a}, 0, -1))", ("countdown", "count_down"),
       (("c", (" ", ",", "-")),)),
+    # Training twins that teach the pieces of the default held-out templates under other
+    # tasks: "less than" (filter_less), the sum of the elements that pass a test (sum_greater),
+    # "smallest" (min_list), "removed" (remove_char), counting in a string (count_char)
+    T("count_less", "ints", "int", "Return how many elements of {a} are less than {k}.",
+      "return sum(1 for x in {a} if x < {k})", ("count_below", "num_less"), K),
+    T("sum_even", "ints", "int", "Return the sum of the even elements of {a}.",
+      "return sum(x for x in {a} if x % 2 == 0)", ("sum_evens", "even_total")),
+    T("spread", "ints", "int", "Return the largest element minus the smallest element of the "
+      "non-empty list {a}.", "return max({a}) - min({a})", ("spread", "value_range"),
+      nonempty=True),
+    T("remove_spaces", "text", "str", "Return {a} with every space removed.",
+      "return {a}.replace(' ', '')", ("squash", "no_spaces")),
+    T("count_spaces", "text", "int", "Return how many times a space occurs in {a}.",
+      "return {a}.count(' ')", ("count_spaces", "num_spaces")),
+    # Rewordings of the default held-out templates (the same body, another docstring and
+    # names): held out with them by default; the quick preset trains on them (config.py)
+    T("keep_smaller", "ints", "list[int]", "Return, in order, the elements of {a} that are "
+      "smaller than {k}.", "return [x for x in {a} if x < {k}]", ("smaller_ones", "under"), K),
+    T("total_above", "ints", "int", "Return the total of the elements of {a} that are bigger "
+      "than {k}.", "return sum(x for x in {a} if x > {k})", ("add_above", "sum_over"), K),
+    T("lowest", "ints", "int", "Return the lowest value in the non-empty list {a}.",
+      "return min({a})", ("lowest", "min_value"), nonempty=True),
+    T("delete_char", "text", "str", "Return {a} without any '{c}'.",
+      "return {a}.replace('{c}', '')", ("delete", "erase"), LETTER),
+    T("char_count", "text", "int", "Return the number of '{c}' characters in {a}.",
+      "return {a}.count('{c}')", ("char_count", "letter_total"), LETTER),
 )
 BY_NAME = {t.name: t for t in TEMPLATES}
 

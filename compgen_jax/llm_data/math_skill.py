@@ -100,6 +100,18 @@ TEMPLATES = (
        "{x} are there?", [("a * b", "The first groups hold {e} = {v} {x}."),
                           ("c * d", "The others hold {e} = {v} {x}."),
                           ("s1 + s2", "There are {e} = {v} {x}.")], ["blocks", "beads"]),
+    # Training twins of packs_cost and groups_total (the same steps, another story), so each
+    # default held-out template's steps are trained under other wording (as laps ~ boxes,
+    # lost ~ bus, difference ~ give_away already were)
+    _t("sheets", "A shop sells {x} in sheets of {a}, and a sheet costs {b} dollars. {n} wants "
+       "{c} {x}. How many dollars does {n} spend?", [("c / a", "{n} buys {e} = {v} sheets."),
+                                                     ("s1 * b", "{n} spends {e} = {v} dollars.")],
+       ["stamps", "labels"]),
+    _t("crates", "{n} fills {a} crates with {b} {x} each and {c} bags with {d} {x} each. How "
+       "many {x} does {n} pack?", [("a * b", "The crates hold {e} = {v} {x}."),
+                                   ("c * d", "The bags hold {e} = {v} {x}."),
+                                   ("s1 + s2", "{n} packs {e} = {v} {x}.")],
+       ["potatoes", "pears"]),
 )
 BY_NAME = {t.name: t for t in TEMPLATES}
 

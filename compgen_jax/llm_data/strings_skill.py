@@ -46,6 +46,18 @@ TEMPLATES = (
     T("length", 'How many letters are in "{w}"?', lambda v: str(len(v["w"]))),
     T("count_letter", 'How many times does "{c}" occur in "{w}"?',
       lambda v: str(v["w"].count(v["c"]))),
+    # Training twins of the default held-out templates' pieces: "last" (last_letter), one
+    # word capitalized (capitalize), a word letter by letter (double_letters)
+    T("last_word", 'What is the last word of "{p}"?', lambda v: v["p"].split()[-1]),
+    T("capitalize_word", 'Capitalize the word "{w}".', lambda v: v["w"].capitalize()),
+    T("spell_out", 'Spell "{w}" with a space between the letters.', lambda v: " ".join(v["w"])),
+    # Rewordings of the default held-out templates: held out with them by default; the quick
+    # preset trains on them (config.py)
+    T("final_letter", 'Which letter does "{w}" end with?', lambda v: v["w"][-1]),
+    T("title_case", 'Write "{p}" with each word starting with a capital letter.',
+      lambda v: " ".join(w.capitalize() for w in v["p"].split())),
+    T("twice_letters", 'Repeat each letter of "{w}" twice.',
+      lambda v: "".join(ch * 2 for ch in v["w"])),
 )
 BY_NAME = {t.name: t for t in TEMPLATES}
 
