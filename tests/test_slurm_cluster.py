@@ -157,7 +157,12 @@ def test_requeued_job_resumes_to_the_uninterrupted_metrics(cluster, sweep_file, 
   first = checkpointing.available_steps(checkpoints)
   assert first and program.num_steps not in first, first  # mid-run, after a checkpoint
   job_id = _entries(sweep_dir)[program.name]["job_id"]
-  requeued_at = time.time()
+  # the step's directory is listed before orbax has finished writing into it: wait until its
+  # mtime holds still, so that any later change is the requeued job writing it again
+  step_dir, settled = os.path.join(checkpoints, str(first[0])), None
+  while settled != os.path.getmtime(step_dir):
+    settled = os.path.getmtime(step_dir)
+    time.sleep(0.5)
   subprocess.run(["scontrol", "requeue", job_id], env=cluster.env, check=True, timeout=30)
   assert _wait(sweep) == []
   assert _entries(sweep_dir)[program.name]["status"] == "done"
@@ -165,7 +170,7 @@ def test_requeued_job_resumes_to_the_uninterrupted_metrics(cluster, sweep_file, 
                                         capture_output=True, text=True, timeout=30).stdout
   assert open(program.log).read().count(" train: ") == 2  # the stage ran again
   # ... from its checkpoint: the one saved before the requeue was not written again.
-  assert os.path.getmtime(os.path.join(checkpoints, str(first[0]))) < requeued_at
+  assert os.path.getmtime(step_dir) == settled
   assert _rows(program.workdir) == _one_go_rows(f"{sweep_file}:long", tmp_path / "ref")
 
 
