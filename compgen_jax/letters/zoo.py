@@ -44,10 +44,13 @@ def _split(params_R: PyTree, names: list, num_seeds: int) -> dict:
   return dict(zip(names, _jit_split(params_R, len(names), num_seeds), strict=True))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _jit_split(params_R: PyTree, num_names: int, num_seeds: int) -> list:
+def _split_list(params_R: PyTree, num_names: int, num_seeds: int) -> list:
+  """Task-major [num_names * S, ...] -> [[S, ...]] * num_names."""
   return [jax.tree.map(lambda a, i=i: a[i * num_seeds:(i + 1) * num_seeds], params_R)
           for i in range(num_names)]
+
+
+_jit_split = jax.jit(_split_list, static_argnums=(1, 2))
 
 
 def initial_params(model: Model, seed_keys_S: jax.Array, tasks: list[str], init: str) -> PyTree:
@@ -85,9 +88,8 @@ def _phases(cfg, workdir: str, tasks: list[str], runs: list[tuple[str, str]], tr
       keys = jnp.concatenate([jax.vmap(lambda k, n=n: rng.stream(k, f"{stream}/{n}"))(seed_keys)
                               for n in per_run])
       masks = jax.tree.map(lambda *m: jnp.concatenate(m), *[
-          jax.vmap(lambda p, r=r: training.trainable_mask(p, r, cfg.model.num_layers))(
-              jax.tree.map(lambda a, i=i: a[i * s:(i + 1) * s], init_R))
-          for i, r in enumerate(regimes)])
+          jax.vmap(lambda p, r=r: training.trainable_mask(p, r, cfg.model.num_layers))(p_S)
+          for p_S, r in zip(_split_list(init_R, len(regimes), s), regimes, strict=True)])
       return keys, masks
 
     keys, masks = jax.jit(keys_and_masks)(seed_keys, init_R)  # one program (see _split)
