@@ -20,7 +20,8 @@ from compgen_jax.training import ridge
 from compgen_jax.types import CheckpointError
 from tests.helpers import REPO, load_config
 
-pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+# heavy: collected first (tests/conftest.py); the group: one worker builds the module's `workdir`
+pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("images_eval")]
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

@@ -18,7 +18,8 @@ from compgen_jax.sweeps import estimate, spec
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO, run_sweep_binary, sweep_config_file
 
-pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+# heavy: collected first (tests/conftest.py); the group: one worker builds the module's `done`
+pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("images_sweep")]
 
 SWEEP_CONFIG = '''
 import ml_collections

@@ -17,7 +17,8 @@ from compgen_jax.llm_study import pipeline
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
-pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+# heavy: collected first (tests/conftest.py); the group: one worker builds the module's `study`
+pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("llm_study")]
 
 BODY = "    return sum(xs)\n"
 

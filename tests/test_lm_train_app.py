@@ -21,6 +21,8 @@ from compgen_jax.training import loop
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO, load_config
 
+pytestmark = pytest.mark.xdist_group("lm_train_app")  # one worker builds the module's `background`
+
 
 def _binary(name: str, *args: str) -> str:
   out = subprocess.run([sys.executable, os.path.join(REPO, "experiments", name), *args],

@@ -24,6 +24,8 @@ from compgen_jax.lm_train import model as model_lib
 from compgen_jax.training import loop
 from tests.helpers import load_config
 
+pytestmark = pytest.mark.xdist_group("lm_train_loop")  # one worker builds the module's `background`
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):

@@ -20,7 +20,8 @@ from compgen_jax import checkpointing, metric_writer
 from compgen_jax.training import sharding
 from tests.helpers import REPO
 
-pytestmark = pytest.mark.heavy  # collected first (tests/conftest.py)
+# heavy: collected first (tests/conftest.py); the group: one worker builds the module's `runs`
+pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("sharding")]
 
 # 3 runs: padded to 4 on 4 devices (a copy of run 2), unpadded on 1 and 3.
 OVERRIDES = {"num_seeds": 3, "train.num_steps": 100, "train.checkpoint_every": 50}
