@@ -134,6 +134,7 @@ def test_images_claims_follow_the_rules_on_planted_rows():
   assert "width-512: 0.110 -> 0.310 -> 0.510 (rises)" in rises["ours"]
   assert "width-256: 0.110 -> 0.227 -> 0.410 (not shown: 3 points" in rises["ours"]
   assert "ID success by coverage width-256: 0.685 -> 0.560 -> 0.310" in rises["composition"]
+  assert "it falls at every width" in rises["composition"]
   low, high = _t_interval([0.5, 0.52, 0.51])
   assert f"ours 0.510 [{low:.3f}, {high:.3f}] (width-512)" in rises["against_paper"]
   # 2 programs x 3 seeds = 6 clusters: fewer than MIN_CLUSTERS, so not judged

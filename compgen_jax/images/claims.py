@@ -43,6 +43,13 @@ def _mean(rows: list[dict], program: str, coverage: float, key: str) -> float:
       [r for r in rows if r["program"] == program and float(r["coverage"]) == coverage], key))[0]
 
 
+def _falls(rows: list[dict], program: str) -> bool:
+  """ID success lower at the most coverage than at the least (seed means)."""
+  levels = [c for c, _ in _levels(rows, program)]
+  return _mean(rows, program, levels[-1], "id/success") < _mean(rows, program, levels[0],
+                                                                "id/success")
+
+
 def _interval(values) -> str:
   m = verdicts.mean_interval(list(values))
   return "-" if m is None else f"{m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}]"
@@ -82,7 +89,8 @@ def rises_claim(rows: list[dict], figure: str) -> dict:
       composition=(f"at the most coverage ({top:g}): "
                    + readings.composition(at_top, SUCCESS)
                    + "; ID success by coverage " + "; ".join(f"{p}: {ids[p]}" for p in programs)
-                   + " (it falls: the same steps fit more combinations, so the rise is not fit)"),
+                   + (" (it falls at every width: the same steps fit more combinations, so the "
+                      "rise is not fit)" if all(_falls(rows, p) for p in programs) else "")),
       against_paper=readings.paper_direction(verdict) + proto)
 
 

@@ -203,9 +203,8 @@ def k_claim(runs: dict) -> dict:
           f"k = {k}: {j.detail}" for k, j in zip(sorted(k for k in groups if k > 2), judgements,
                                                  strict=True)) + ".",
       composition=(f"k = 1 (one expert over the background, nothing composed) "
-                   f"{_interval(_by_seed(groups.get(1, [])).values())}; what fails beyond is "
-                   f"the end of the string: the composed p(EOS) before it (largest on the "
-                   f"reference prefix, seed mean) "
+                   f"{_interval(_by_seed(groups.get(1, [])).values())}; the composed p(EOS) "
+                   f"before the string's end (largest on the reference prefix, seed mean) "
                    + ", ".join(f"k = {k}: {v:.3g}" for k, v in sorted(eos.items()))),
       against_paper=readings.paper_direction(verdict))
 
