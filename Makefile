@@ -99,8 +99,8 @@ reproduce-cpu-theorem: $(STAMP)
 
 # Image composition at CPU scale (configs/sweeps/images.py:cpu): one experiments/train.py
 # program per width (then evaluate.py and probe.py on its latest checkpoint), two at a time, then
-# results/cpu/images/report.md from their rows; re-running resumes. Not part of reproduce-cpu
-# (its report has no claims table).
+# results/cpu/images/report.md and claims.json from their rows; re-running resumes. Not part of
+# reproduce-cpu (its claims rows join the table at `make claims-cpu`).
 .PHONY: reproduce-cpu-images
 reproduce-cpu-images: $(STAMP)
 	$(PY) experiments/sweep.py --config=configs/sweeps/images.py:cpu \

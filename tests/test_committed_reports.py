@@ -1,7 +1,7 @@
 """Every committed sweep report regenerates byte for byte from the repository alone: for each
 results/cpu/<experiment>/ whose index.json has programs with committed workdir files, the report
 of the sweep's binary written afresh into a temp dir equals the committed one (train.py sweeps:
-REPORT.md and claims.json; image sweeps: report.md)."""
+REPORT.md and claims.json; image sweeps: report.md and claims.json)."""
 
 import difflib
 import glob
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("tiny_sweep")]
 
 RESULTS = os.path.join(REPO, "results", "cpu")
 COMPARED = {"scaling": (sweep_report.REPORT_FILE, sweep_report.CLAIMS_FILE),
-            "images": (images_report.REPORT_FILE,)}  # per application (spec.SWEEPABLE)
+            "images": (images_report.REPORT_FILE, images_report.CLAIMS_FILE)}  # per application
 
 
 def has_rows(sweep_dir: str) -> bool:

@@ -17,9 +17,10 @@ COMMITTED = os.path.join(REPO, "results", "cpu", "letters")
 @pytest.mark.skipif(not os.path.exists(os.path.join(COMMITTED, report.REPORT_FILE)),
                     reason="no committed letters results")
 def test_committed_report_regenerates_from_the_committed_rows(tmp_path):
-  path = report.write_report(COMMITTED, str(tmp_path))
-  with open(path) as f, open(os.path.join(COMMITTED, report.REPORT_FILE)) as g:
-    assert f.read() == g.read()
+  report.write_report(COMMITTED, str(tmp_path))
+  for name in (report.REPORT_FILE, report.CLAIMS_FILE):
+    with open(tmp_path / name) as f, open(os.path.join(COMMITTED, name)) as g:
+      assert f.read() == g.read(), name
   for png in (report.EM_PNG, report.SEPARATION_PNG, report.LENGTH_PNG):
     assert os.path.getsize(tmp_path / png) > 0
 

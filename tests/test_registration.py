@@ -66,6 +66,37 @@ def test_rows_made_before_the_registration_are_called_post_hoc(tmp_path):
   assert "after it" in after and "post hoc" not in after
 
 
+def test_rows_made_between_two_registrations_name_the_one_before_them(tmp_path):
+  # A later change (rules added for other experiments) must not call rows made after the first
+  # registration post hoc: they name that registration and say the file changed after them.
+  repo = str(tmp_path)
+  try:
+    _git(repo, "init", "-q")
+  except (OSError, subprocess.CalledProcessError):
+    pytest.skip("no git")
+  path = tmp_path / registration.REGISTRATION_FILE
+  path.parent.mkdir(parents=True)
+  commits = []
+  for text, date in (("rules\n", "2026-12-03T20:00:00+00:00"),
+                     ("rules\nmore rules\n", "2026-12-05T09:30:00+01:00")):
+    path.write_text(text)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "register", date=date)
+    commits.append(_git(repo, "log", "-1", "--format=%h").strip())
+  first, last = (commits[0], "2026-12-03T20:00:00"), (commits[1], "2026-12-05T08:30:00")  # UTC
+  assert registration.history(repo) == [first, last]
+  registration.record(repo)
+  shutil.rmtree(tmp_path / ".git")
+  assert registration.registered(repo) == last
+  assert registration.recorded_history(repo) == [first, last]
+  before = registration.sentence("2026-12-02T06:32:43", repo)
+  assert last[0] in before and "before that" in before and "(post hoc), not" in before
+  between = registration.sentence("2026-12-04T19:11:35", repo)
+  assert f"after the registration at commit {first[0]}" in between
+  assert "post hoc only if those changed its rules" in between and "before that" not in between
+  assert "after it." in registration.sentence("2026-12-05T09:00:00", repo)
+
+
 def test_the_committed_record_names_the_commit_that_last_changed_the_registration():
   from_git = registration.from_git(REPO)
   if from_git is None:  # no git or a checkout without that history: nothing to compare with
@@ -74,6 +105,7 @@ def test_the_committed_record_names_the_commit_that_last_changed_the_registratio
                            capture_output=True, text=True).stdout.strip()
   if shallow == "true":  # the file's last commit may be cut off: git names a later one
     pytest.skip("a shallow clone")
-  assert registration.registered(REPO) == from_git, (
-      "REGISTRATION.md changed after results/cpu/registered.json was written: run "
-      "experiments/claims.py --record_registration, commit, and regenerate the reports")
+  stale = ("REGISTRATION.md changed after results/cpu/registered.json was written: run "
+           "experiments/claims.py --record_registration, commit, and regenerate the reports")
+  assert registration.registered(REPO) == from_git, stale
+  assert registration.recorded_history(REPO) == registration.history(REPO), stale

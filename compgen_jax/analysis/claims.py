@@ -107,8 +107,10 @@ def summary(claims: list[dict]) -> str:
   return "\n".join([
       f"**In short** ({len(claims)} claims rows, counted from the verdicts and readings below; "
       f"rules registered in `{registration.REGISTRATION_FILE}`"
-      + (f" at commit {reg[0]} ({reg[1]} UTC); each report says whether its rows were made "
-         f"before that, i.e. whether its verdicts are post hoc" if reg else "") + "):",
+      + (f" at commit {reg[0]} ({reg[1]} UTC, its last change); each report says whether its "
+         f"rows were made before its rules were registered, i.e. whether its verdicts are post "
+         f"hoc (a claim that says so itself had no rule registered before its runs)"
+         if reg else "") + "):",
       f"- **reproduced** (shown, and the interval reaches the paper's value or direction): "
       f"{_per_experiment(reproduced)}.",
       f"- **only as a trend at CPU scale** (shown in part, or short of the paper's value): "

@@ -1,4 +1,5 @@
-"""report.md and its figures for an image-composition workdir (from its jsonl files alone)."""
+"""report.md, claims.json (images/claims.py: the claims table's rows) and the figures of an
+image-composition workdir or sweep dir (from its jsonl files alone)."""
 
 import math
 import os
@@ -12,23 +13,25 @@ import numpy as np  # noqa: E402
 
 from compgen_jax import files  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
-from compgen_jax.analysis import figures  # noqa: E402
+from compgen_jax.analysis import figures, registration, verdicts  # noqa: E402
+from compgen_jax.analysis.markdown import table, text_cell  # noqa: E402
 from compgen_jax.images import analysis  # noqa: E402
+from compgen_jax.images import claims as claims_lib  # noqa: E402
 from compgen_jax.types import ConfigError  # noqa: E402
 
-REPORT_FILE = workdir_lib.REPORT_FILE
+REPORT_FILE, CLAIMS_FILE = workdir_lib.REPORT_FILE, workdir_lib.CLAIMS_FILE
 SUCCESS_PNG = "success_vs_coverage.png"
 DECODABILITY_PNG = "decodability_vs_coverage.png"
 SCATTER_PNG = "decodability_vs_success.png"
 # The prototype this experiment reproduces at CPU scale reached 94 % held-out success at 50 %
 # coverage (results/cpu/images/README.md): drawn on the success figure as the reference.
-PROTOTYPE = (0.5, 0.94)
+PROTOTYPE = claims_lib.PROTOTYPE
 
 
 def _levels_png(rows, keys: dict, path: str, ylabel: str, reference=None) -> str:
   """Seed mean +- sd of each key vs coverage (log x), one line per (program, key), one colour
   per program, each seed's value as a dot; `reference` (coverage, value) drawn as a star."""
-  fig, ax = plt.subplots(figsize=(5.5, 3.8))
+  fig, ax = plt.subplots(figsize=(7.5, 3.8))
   programs = sorted({r["program"] for r in rows})
   seeds = set()
   for key, style in keys.items():
@@ -50,7 +53,7 @@ def _levels_png(rows, keys: dict, path: str, ylabel: str, reference=None) -> str
   ax.set_xlabel("coverage (fraction of combinations trained)")
   ax.set_ylabel(ylabel)
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=6)
+  ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1))  # beside the data
   return figures.save(fig, path)
 
 
@@ -145,4 +148,14 @@ def write(workdir: str, out_dir: str | None = None) -> str:
       f"{_fmt(float(np.nanmean(concept)) if np.isfinite(concept).any() else math.nan)}, "
       f"positive in {int(np.sum(concept > 0))} of {int(np.sum(np.isfinite(concept)))} runs.", "",
   ]
+  found = claims_lib.claims(rows, SUCCESS_PNG, SCATTER_PNG)
+  text += ["## Claims (claims.json)", "",
+           "\n".join(f"- {claims_lib.RULES[k]}" for k in claims_lib.RULES), "",
+           registration.sentence(workdir_lib.read_index(workdir).get("started")), "",
+           table(["claim", "verdict", "ours", "composition (OOD against ID)",
+                  "against the paper's value"],
+                 [[text_cell(c["claim"]), f"**{c['verdict']}**", text_cell(c["ours"]),
+                   text_cell(c["composition"]), text_cell(c["against_paper"])] for c in found]),
+           ""]
+  files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(found))
   return files.write_text(os.path.join(out_dir, REPORT_FILE), "\n".join(text))

@@ -3,7 +3,8 @@
   python experiments/report.py --dir=results/cpu/letters
 
 reads <dir>/runs/<name>/{config.json, scratch/metrics.jsonl, <experiment>/results.jsonl} and
-<dir>/timings.jsonl, and rewrites <dir>/report.md, em.png, separation.png and length.png.
+<dir>/timings.jsonl, and rewrites <dir>/report.md, claims.json (letters/claims.py: the claims
+table's rows), em.png, separation.png and length.png.
 """
 
 import os
@@ -18,14 +19,15 @@ import numpy as np  # noqa: E402
 
 from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
-from compgen_jax.analysis import figures  # noqa: E402
-from compgen_jax.analysis.markdown import table  # noqa: E402
+from compgen_jax.analysis import figures, registration, verdicts  # noqa: E402
+from compgen_jax.analysis.markdown import table, text_cell  # noqa: E402
+from compgen_jax.letters import claims as claims_lib  # noqa: E402
 from compgen_jax.letters import report_rows as rows_lib  # noqa: E402
 from compgen_jax.letters.report_rows import number  # noqa: E402
 
 TIMINGS_FILE = "timings.jsonl"
-REPORT_FILE = workdir_lib.REPORT_FILE
-EM_PNG, SEPARATION_PNG, LENGTH_PNG = "em.png", "separation.png", "length.png"
+REPORT_FILE, CLAIMS_FILE = workdir_lib.REPORT_FILE, workdir_lib.CLAIMS_FILE
+EM_PNG, SEPARATION_PNG, LENGTH_PNG = claims_lib.EM_PNG, "separation.png", claims_lib.LENGTH_PNG
 
 
 def em_png(runs: dict, path: str) -> str:
@@ -88,13 +90,13 @@ def length_png(runs: dict, path: str) -> str:
   for ax, (name, run) in zip(axes, shown.items(), strict=False):
     em = defaultdict(list)
     for r in run["length"]:
-      em[(r["model"] == "composition", int(r["length"]))].append(number(r["exact_match"]))
-    for composed, color, label in ((False, "0.6", "single models (mean)"),
-                                   (True, "C3", "composition (mean; dots: seeds)")):
+      if r["model"] != "joint":  # trained on both substitutions: not a component
+        em[(r["model"] == "composition", int(r["length"]))].append(number(r["exact_match"]))
+    for composed, color in ((False, "0.6"), (True, "C3")):
       ns = sorted(n for c, n in em if c == composed)
       if not ns:
         continue
-      ax.plot(ns, [np.mean(em[(composed, n)]) for n in ns], color=color, lw=1.5, label=label)
+      ax.plot(ns, [np.mean(em[(composed, n)]) for n in ns], color=color, lw=1.5)
       if composed:
         for n in ns:
           ax.plot([n] * len(em[(composed, n)]), em[(composed, n)], ".", color=color, ms=3,
@@ -105,10 +107,9 @@ def length_png(runs: dict, path: str) -> str:
     ax.yaxis.set_tick_params(labelleft=True)
     ax.grid(alpha=0.3)
   axes[0].set_ylabel("exact match")
-  if shown:  # one legend for the figure, clear of the panels' data
-    fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="lower right")
-  fig.suptitle("length generalization: composition against the single models, per run",
-               fontsize=10)
+  # the key in the title: a legend inside the full grid would cover a panel
+  fig.suptitle("length generalization per run: composition (red: mean; dots: seeds) against "
+               "the single models (grey: mean of background and experts)", fontsize=10)
   return figures.save(fig, path)
 
 
@@ -125,6 +126,7 @@ def render(runs: dict, results_dir: str, notes: str = "", passes: dict | None = 
       "Regenerate (from the rows below this directory): "
       "`python experiments/report.py --dir=results/cpu/letters`.",
       notes,
+      *_claims_section(runs),
       "## Runs",
       table(["run", "preset", "composition", "init", "seeds", "width / positions / head",
              "steps x batch", "lr", "final training loss (nats/token), mean over the "
@@ -190,6 +192,21 @@ def render(runs: dict, results_dir: str, notes: str = "", passes: dict | None = 
   return "\n\n".join(s for s in sections if s) + "\n"
 
 
+def _claims_section(runs: dict) -> list[str]:
+  """The claims table's rows (claims.json), their rules and when those were registered."""
+  return [
+      "## Claims (claims.json)",
+      "\n".join(f"- {claims_lib.RULES[k]}" for k in claims_lib.RULES),
+      registration.sentence(None) + " These rules were registered after the runs committed "
+      "here by then had been made: their verdicts are post hoc.",
+      table(["claim", "verdict", "ours", "composition (OOD against ID)",
+             "against the paper's value"],
+            [[text_cell(c["claim"]), f"**{c['verdict']}**", text_cell(c["ours"]),
+              text_cell(c["composition"]), text_cell(c["against_paper"])]
+             for c in claims_lib.claims(runs)]),
+  ]
+
+
 def _pass_sections(passes: dict) -> list[str]:
   return [
       "## Step specs and EOS rules (evaluate-only passes over trained runs)",
@@ -219,6 +236,8 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   em_png(runs, os.path.join(out_dir, EM_PNG))
   separation_png(runs, os.path.join(out_dir, SEPARATION_PNG))
   length_png(runs, os.path.join(out_dir, LENGTH_PNG))
+  files.write_text(os.path.join(out_dir, CLAIMS_FILE),
+                   verdicts.claims_json(claims_lib.claims(runs)))
   return files.write_text(os.path.join(out_dir, REPORT_FILE),
                           render(runs, results_dir, notes, passes))
 
