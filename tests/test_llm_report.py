@@ -41,8 +41,9 @@ def test_each_paper_number_says_which_protocol_produced_it(tmp_path):
   assert report.protocol_note(_rows(("arith", "funcs"))) == ""  # no paper numbers: no note
 
 
-COMMITTED = sorted(os.path.dirname(p) for p in glob.glob(
-    os.path.join(REPO, "results", "cpu", "llm*", "*", workdir_lib.SUMMARY_FILE)))
+COMMITTED = sorted(os.path.dirname(p) for pattern in ("*", os.path.join("*", "*"))
+                   for p in glob.glob(os.path.join(REPO, "results", "cpu", "llm*", pattern,
+                                                   workdir_lib.SUMMARY_FILE)))
 
 
 @pytest.mark.parametrize("workdir", COMMITTED, ids=lambda p: os.path.relpath(p, REPO))
