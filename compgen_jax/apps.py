@@ -95,6 +95,14 @@ def _letters_evaluate(cfg, workdir, step=None, every=False) -> str:
   return f"experiments {', '.join(results)}: {workdir}/<experiment>/results.jsonl"
 
 
+def _llm_evaluate(cfg, workdir, step=None, every=False) -> str:
+  """The diagnostics pass over a scored workdir's composed decodes (llm_eval/diagnose.py)."""
+  if step is not None or every:
+    raise ConfigError("step", "an llm workdir has no checkpoints to pick; no --step / --every")
+  from compgen_jax.llm_eval import diagnose
+  return diagnose.run(cfg, workdir)
+
+
 def _llm_report(directory: str, out_dir: str | None = None) -> str:
   if out_dir not in (None, directory):
     raise ConfigError("out", "an llm report is written into its workdir")
@@ -143,7 +151,8 @@ APPS = {
         _lazy("compgen_jax.theory.report", "write_report")),
     "llm": App(
         "llm", frozenset({"benchmarks", "systems", "models"}),
-        _lazy("compgen_jax.llm_eval.runner", "validate"), _llm_run, None, None, _llm_report),
+        _lazy("compgen_jax.llm_eval.runner", "validate"), _llm_run, _llm_evaluate, None,
+        _llm_report),
     "lm_train": App(
         "lm_train", frozenset({"corpus", "export"}),
         _lazy("compgen_jax.lm_train.experiment", "validate"), _lm_run, None, None,

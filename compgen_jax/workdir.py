@@ -35,6 +35,10 @@ REPORT_FILE = "report.md"          # of an images, letters, theorem or llm workd
 RUNS_DIR = "runs"                  # of a letters results dir: one workdir per run (letters/report)
 CLAIMS_FILE = "claims.json"        # the verdicts of a report's claims (sweep reports, theorem)
 SUMMARY_FILE = "summary.jsonl"     # llm: one row per benchmark and system (llm_eval/runner)
+# llm: the diagnostics pass over a scored workdir's composed decodes (llm_eval/diagnose.py)
+DIAGNOSTICS_FILE = "diagnostics.jsonl"  # a row per benchmark, composition and problem
+DIAGNOSTICS_SUMMARY_FILE = "diagnostics_summary.jsonl"  # a row per benchmark and composition
+PREDICTORS_FILE = "predictors.jsonl"    # AUC of each pre-scoring quantity as a failure predictor
 # A workdir's rows: what a report reads (analysis/load.py), results/cpu/.gitignore keeps and a
 # rerun is compared by (analysis/rerun.py); never checkpoints.
 ROW_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, PROBE_FILE, PARAMS_FILE)

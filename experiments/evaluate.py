@@ -8,6 +8,8 @@ names (apps.py); the scaling experiment's evaluators write rows to <workdir>/eva
   python experiments/evaluate.py --workdir=/tmp/images_tiny --every  # an image program
   python experiments/evaluate.py --workdir=/tmp/letters_tiny --experiments=baselines \
       --config.compose.ta_lambdas="(0.25,0.5)"      # letters: rerun experiments over its models
+  python experiments/evaluate.py --workdir=/tmp/llm_cpu  # llm: its compositions' diagnostics
+                                                         # per problem, AUC for failure
 
 `--config.<field>=value` overrides the workdir's config.json where the application allows an
 evaluation to (apps.App.overridable: letters' evaluation settings; cli.with_overrides); one that

@@ -1,7 +1,8 @@
 """Correlations across runs for the sweep report: Pearson r (partial r given covariates) with its
 Fisher-z interval, the same with an interval from a bootstrap that resamples whole clusters of
 runs (a setting's seeds share their teacher, so runs are not independent), and the strong-
-correlation rule (verdicts.RULES['correlation'])."""
+correlation rule (verdicts.RULES['correlation']). Also the AUC of a score as a predictor of a
+binary outcome, with a bootstrap interval from the same resampling settings."""
 
 import math
 from typing import NamedTuple
@@ -16,6 +17,9 @@ BOOTSTRAP_SEED = 0
 # A percentile interval over fewer clusters than this covers too little (a handful of clusters
 # cannot show the spread between them): the correlation is then not judged.
 MIN_CLUSTERS = 10
+# An AUC is not computed with fewer positives or negatives than this (fixed before any run:
+# with fewer, most resamples hold one or two of the rare class and the interval means little).
+MIN_CLASS = 5
 
 
 class Correlation(NamedTuple):
@@ -112,3 +116,53 @@ def strong(c: Correlation, bar: float = verdicts.CORRELATION_BAR) -> verdicts.Ju
   if not math.isfinite(c.low):
     return verdicts.Judgement(None, text(c))
   return verdicts.Judgement(bool(c.low >= bar), text(c))
+
+
+class Auc(NamedTuple):
+  auc: float  # NaN: not testable (fewer than MIN_CLASS positives or negatives)
+  low: float
+  high: float
+  positives: int  # finite scores of each class
+  negatives: int
+
+
+def _pair_matrix(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+  """[positives, negatives]: 1 where the positive scores higher, 1/2 on a tie, else 0."""
+  return (pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])
+
+
+def auc(scores, positive) -> Auc:
+  """The area under the ROC curve of `scores` for the `positive` labels (the Mann-Whitney U over
+  positives x negatives: the chance a positive outscores a negative, ties counting 1/2), with
+  a 95% percentile interval from BOOTSTRAP_DRAWS resamples of the items (resamples lacking a
+  class are skipped). Items with a non-finite score are left out; NaN throughout when either
+  class has fewer than MIN_CLASS items."""
+  s, y = np.asarray(scores, np.float64), np.asarray(positive, bool)
+  if s.shape != y.shape or s.ndim != 1:
+    raise ValueError(f"scores {s.shape} and labels {y.shape} must be one vector each")
+  ok = np.isfinite(s)
+  s, y = s[ok], y[ok]
+  n_pos, n_neg = int(y.sum()), int((~y).sum())
+  if min(n_pos, n_neg) < MIN_CLASS:
+    return Auc(math.nan, math.nan, math.nan, n_pos, n_neg)
+  pairs = _pair_matrix(s[y], s[~y])
+  point = float(pairs.mean())
+  # A resample is a count per item; its AUC is the count-weighted mean of the pair matrix.
+  rng = np.random.default_rng(BOOTSTRAP_SEED)
+  picks = rng.integers(0, s.size, size=(BOOTSTRAP_DRAWS, s.size))
+  counts = np.stack([np.bincount(p, minlength=s.size) for p in picks]).astype(np.float64)
+  w_pos, w_neg = counts[:, y], counts[:, ~y]
+  total = w_pos.sum(1) * w_neg.sum(1)
+  usable = total > 0
+  draws = np.einsum("bi,ij,bj->b", w_pos[usable], pairs, w_neg[usable]) / total[usable]
+  low, high = np.quantile(draws, [(1 - verdicts.LEVEL) / 2, (1 + verdicts.LEVEL) / 2])
+  return Auc(point, float(low), float(high), n_pos, n_neg)
+
+
+def auc_text(a: Auc, positive: str = "positives", negative: str = "negatives") -> str:
+  """'0.712 [0.540, 0.861]', or 'not testable: 2 negatives' (naming the short class)."""
+  if not math.isfinite(a.auc):
+    short = [f"{n} {name}" for n, name in ((a.positives, positive), (a.negatives, negative))
+             if n < MIN_CLASS]
+    return "not testable: " + ", ".join(short)
+  return f"{a.auc:.3f} [{a.low:.3f}, {a.high:.3f}]"

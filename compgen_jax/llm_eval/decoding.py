@@ -107,7 +107,10 @@ def _rows(out: generate.Generated, sp, eos_id: int, stop_strings, num: int,
     n = int(out.lengths_B[r])
     ids = [int(t) for t in out.tokens_BxN[r, :n] if int(t) != eos_id]
     raw = sp.decode(ids)
+    # `tokens`: every generated id (the final EOS or stop sequence included), so a later pass
+    # (llm_eval/diagnose.py) can score the decode teacher-forced
     row = {"completion": truncate(raw, stop_strings), "raw": raw, "num_tokens": n,
+           "tokens": [int(t) for t in out.tokens_BxN[r, :n]],
            "finish": generate.REASONS[int(out.reason_B[r])],
            "sum_p_eos": float(out.p_eos_BxN[r, :n].sum())}
     if composed:

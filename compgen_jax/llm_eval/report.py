@@ -24,6 +24,59 @@ PAPER = {
     "humaneval_plus": {"base": 3.7, "coding": 24.4, "math": 13.4, "composed": 30.5},
     "mbpp_plus": {"base": 33.9, "coding": 38.1, "math": 32.8, "composed": 39.4},
 }
+# How the authors produced each number of PAPER (their supplement: Baselines_Code.ipynb for the
+# three models alone, Selective_Composition_Code.ipynb for the composition, and its README).
+# Each of the paper's numbers carries its protocol's letter in the report; the GSM8K row mixes
+# two protocols, so its composed number is not comparable with the other three.
+PROTOCOLS = {
+    "a": "GSM8K zero-shot: an instruction ('... step by step. End your response with '#### "
+         "<final numeric answer>'.') then 'Question: q\\nAnswer:'; Hugging Face generate, "
+         "greedy, 512 new tokens; the authors' own extractor (the first number after the last "
+         "'####', else after 'the answer is' / 'final answer is' / 'answer:', else a number "
+         "ending the text, else the text's first number) and exact match "
+         "(Baselines_Code.ipynb)",
+    "b": "GSM8K 8-shot through lm-eval-harness (task gsm8k, batch size 1), flexible-extract "
+         "exact match (Selective_Composition_Code.ipynb)",
+    "c": "MATH (MATH-lighteval, every test subject) with the notebooks' 2-shot prompt, the "
+         "first \\boxed{} answer after light normalisation (the same prompt and scorer in both "
+         "notebooks)",
+    "d": "EvalPlus's own prompt, greedy, 512 new tokens, evalplus.evaluate pass@1 (the same "
+         "in both notebooks)",
+}
+PAPER_PROTOCOL = {
+    "gsm8k": {"base": "a", "coding": "a", "math": "a", "composed": "b"},
+    "math": dict.fromkeys(("base", "coding", "math", "composed"), "c"),
+    "humaneval_plus": dict.fromkeys(("base", "coding", "math", "composed"), "d"),
+    "mbpp_plus": dict.fromkeys(("base", "coding", "math", "composed"), "d"),
+}
+
+
+def _paper_cell(bench: str, system: str) -> str:
+  """' [41.2 b]': the paper's number and the letter of its protocol ('' when none)."""
+  value = PAPER.get(bench, {}).get(system)
+  return "" if value is None else f" [{value} {PAPER_PROTOCOL[bench][system]}]"
+
+
+def protocol_note(rows: list[dict]) -> str:
+  """Which protocol produced each of the paper's numbers in the table, and that ours is one
+  per benchmark ('' when no row's benchmark has paper numbers)."""
+  benches, systems, _ = _grid(rows)
+  used = sorted({PAPER_PROTOCOL[b][s] for b in benches for s in systems
+                 if s in PAPER_PROTOCOL.get(b, {})})
+  if not used:
+    return ""
+  mixed = [b for b in benches if len(set(PAPER_PROTOCOL.get(b, {}).values())) > 1]
+  lines = [f"- {k}: {PROTOCOLS[k]}" for k in used]
+  return "\n\n".join([
+      "\n".join(["Protocols of the paper's numbers (the letter after each bracketed value):",
+                 *lines]),
+      *([f"The paper's {', '.join(mixed)} row mixes protocols (its table calls the row "
+         "8-shot): its models alone were scored zero-shot with the authors' own extractor, "
+         "the composition 8-shot through lm-eval, so the composed number is not comparable "
+         "with the others in that row."] if mixed else []),
+      "Ours: every system of a benchmark is scored by one protocol (the benchmark's prompt, "
+      "decoding and scorer in this workdir's config.json), so each row here compares like "
+      "with like."])
 
 
 def _grid(rows: list[dict]) -> tuple[list[str], list[str], dict]:
@@ -33,15 +86,16 @@ def _grid(rows: list[dict]) -> tuple[list[str], list[str], dict]:
 
 
 def table(rows: list[dict]) -> str:
-  """Accuracy (%) per benchmark (rows) and system (columns), the paper's value in brackets."""
+  """Accuracy (%) per benchmark (rows) and system (columns), the paper's value in brackets
+  with the letter of the protocol that produced it (`protocol_note`)."""
   benches, systems, at = _grid(rows)
   body = []
   for b in benches:
     cells = [f"{b} (n={max(at[b, s]['num_problems'] for s in systems if (b, s) in at)})"]
     for s in systems:
-      r, paper = at.get((b, s)), PAPER.get(b, {}).get(s)
+      r = at.get((b, s))
       cell = "-" if r is None else f"{100 * r['accuracy']:.1f}"
-      cells.append(cell + (f" [{paper}]" if paper is not None else ""))
+      cells.append(cell + _paper_cell(b, s))
     body.append(cells)
   return markdown.table(["benchmark"] + systems, body)
 
@@ -121,7 +175,7 @@ def write(workdir: str, rows: list[dict]) -> str:
   text = "\n\n".join([
       "# Logit composition of language models",
       "Accuracy (%) per benchmark and system; the paper's value (Gemma-2-2B) in brackets.",
-      *filter(None, [unisolated_note(rows)]), table(rows),
+      *filter(None, [unisolated_note(rows)]), table(rows), *filter(None, [protocol_note(rows)]),
       markdown.figure("accuracy.png", "accuracy"),
       "## Composition diagnostics",
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "

@@ -81,6 +81,19 @@ def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, work
   bar.close()
 
 
+def model_paths(cfg, workdir: str, names: list[str], problems: dict) -> dict[str, str]:
+  """{model name: checkpoint directory}: cfg.models, and with tiny_models on, the random
+  models written into WORKDIR/models for every empty path (the same ones on every call)."""
+  paths = dict(cfg.models)
+  if cfg.tiny_models.enabled:
+    texts = [p.prompt for ps in problems.values() for p in ps]
+    paths.update(tiny.ensure_models(os.path.join(workdir, "models"), cfg.tiny_models,
+                                    sorted((n for n in names if not paths[n]),
+                                           key=lambda n: n != cfg.background),
+                                    texts, cfg.seed))
+  return paths
+
+
 def run(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   """Validates, prepares the workdir, loads the models, runs every benchmark x system, writes
   summary.jsonl and report.md; returns the summary rows."""
@@ -89,14 +102,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   workdir_lib.prepare(workdir, cfg)
   start = time.time()
   names = systems.needed_models(resolved)
-  paths = dict(cfg.models)
-  if cfg.tiny_models.enabled:
-    texts = [p.prompt for ps in problems.values() for p in ps]
-    paths.update(tiny.ensure_models(os.path.join(workdir, "models"), cfg.tiny_models,
-                                    sorted((n for n in names if not paths[n]),
-                                           key=lambda n: n != cfg.background),
-                                    texts, cfg.seed))
-  loaded = systems.load(cfg, paths, names, workdir)
+  loaded = systems.load(cfg, model_paths(cfg, workdir, names, problems), names, workdir)
   print(f"[models] {', '.join(names)} ready after {time.time() - start:.0f} s", flush=True)
   for bench_name in cfg.run:
     for system in resolved:

@@ -1,0 +1,263 @@
+"""The composition diagnostics of a scored llm workdir's composed decodes, per problem, and how
+well each quantity predicts failure (issue 38, item 5):
+
+  python experiments/evaluate.py --workdir=W     # W: an llm workdir the runner has scored
+
+For each composition among W's systems that decodes with its operator alone (a gated, masked or
+EOS-ruled one is skipped, and said so: the definitions below are the operator's), its rows
+(`<benchmark>/<system>.jsonl`: the generated `tokens`, the finish reason, `correct`) are read
+back; each member model scores the generated tokens teacher-forced after its own prompt, and
+`composition.diagnostics.diagnose` (the definitions the letters use) runs on each problem's
+generated steps. Written into W:
+  diagnostics.jsonl          a row per problem: the quantities of PREDICTORS and per expert,
+                             which models rank EOS first at the step that ends the sequence
+                             (`eos_first_M`, background first), `correct`, and how far the
+                             decode's own |log Z| and active sets are from the recomputed ones
+  diagnostics_summary.jsonl  a row per benchmark and composition, pooled over generated tokens
+  predictors.jsonl           a row per benchmark, composition and quantity of PREDICTORS: the
+                             AUC of the quantity for failure with its bootstrap interval over
+                             problems (analysis.correlations.auc), or not testable
+Only the decode enters the quantities (no score), so each could be read before scoring.
+"""
+
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from compgen_jax import metric_writer
+from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import correlations, markdown
+from compgen_jax.composition import diagnostics
+from compgen_jax.composition import spec as spec_lib
+from compgen_jax.llm_eval import benchmarks, decoding, runner, systems
+from compgen_jax.lm.model import Model, forward
+from compgen_jax.types import Array, ConfigError, DataError, PyTree
+
+TAIL_LOGP = -6.9  # diagnostics.tail_risk's tail: tokens with p_b < 1e-3
+# The pre-scoring quantities tested as predictors of failure, per problem (fixed before any
+# run): |log Z_t| mean and max, the experts' mean active fraction and largest pairwise
+# both-active fraction, mean KL(p_i || p_b), tail boost mean and max, unranked picks and mass,
+# the completion's length and whether it ran to the token budget.
+PREDICTORS = ("mean_abs_log_z", "max_abs_log_z", "active_frac", "overlap", "mean_kl",
+              "mean_tail_boost", "max_tail_boost", "unranked_pick_frac", "mean_unranked_mass",
+              "num_tokens", "hits_budget")
+_POOLED = ("mean_abs_log_z", "mean_tail_boost", "unranked_pick_frac", "mean_unranked_mass")
+
+
+def operator_alone(system: systems.System) -> bool:
+  """Whether a composition decodes with its operator alone (no mask, gate or EOS rule)."""
+  step = spec_lib.from_config(system.compose)
+  return (step.mask, step.gate, step.eos) == (spec_lib.PAPER.mask, spec_lib.PAPER.gate,
+                                              spec_lib.PAPER.eos)
+
+
+def weights(system: systems.System, num_experts: int) -> np.ndarray | None:
+  """The experts' weights as the decode used them (decoding.completions); None: authors'."""
+  if spec_lib.from_config(system.compose).authors:
+    return None
+  return np.asarray(system.weights or system.compose.lam or [1.0] * num_experts, np.float32)
+
+
+@functools.partial(jax.jit, static_argnames=("model",))
+def step_logps(model: Model, params: PyTree, tokens_BxL: Array, valid_BxL: Array,
+               pos_BxN: Array) -> Array:
+  """The model's next-token log-probs [B, N, V] at positions pos_BxN, teacher-forced."""
+  logp_BxLxV = jax.nn.log_softmax(
+      forward(model, params, tokens_BxL, valid_BxL).astype(jnp.float32), axis=-1)
+  return jax.vmap(lambda lp_LxV, pos_N: lp_LxV[pos_N])(logp_BxLxV, pos_BxN)
+
+
+@functools.partial(jax.jit, static_argnames=("authors", "kl_threshold"))
+def per_problem(logp_MxBxNxV: Array, valid_BxN: Array, lam_K: Array | None, *, authors: bool,
+                kl_threshold: float) -> dict[str, Array]:
+  """`diagnostics.diagnose` of each problem alone (vmapped over B), each model's argmax token
+  top_MxBxN, and the mean KL per expert over a problem's valid steps."""
+  def one(logp_MxNxV, valid_N):
+    d = diagnostics.diagnose(logp_MxNxV[0][None], logp_MxNxV[1:, None], valid_N[None], lam_K,
+                             kl_threshold, tail_logp=TAIL_LOGP, authors=authors)
+    num_valid = jnp.maximum(valid_N.sum(), 1)
+    d["mean_kl_K"] = jnp.sum(d["kl_KxBxT"][:, 0] * valid_N[None], axis=-1) / num_valid
+    d["active_KxN"], d["log_z_N"] = d["active_KxBxT"][:, 0], d["log_z_BxT"][0]
+    return {k: v for k, v in d.items() if not k.endswith("BxT")}
+  out = jax.vmap(one, in_axes=(1, 0))(logp_MxBxNxV, valid_BxN)
+  out["top_MxBxN"] = jnp.argmax(logp_MxBxNxV, axis=-1)
+  return out
+
+
+def _inputs(sp, models, system, problems, rows, num_new: int):
+  """Per member model, right-padded [B, L] prompt + generated tokens, validity, and the
+  positions [B, N] whose next token is generated token n; validity [B, N] of the steps."""
+  templates = system.templates or (systems.PROMPT,) * len(models)
+  out = []
+  for model, template in zip(models, templates, strict=True):
+    prompts = [decoding.encode(sp, model.bos_id, systems.apply_template(template, p.prompt))
+               for p in problems]
+    seqs = [pr + r["tokens"] for pr, r in zip(prompts, rows, strict=True)]
+    length = -(-max(map(len, seqs)) // 64) * 64
+    tokens = np.full((len(seqs), length), model.pad_id, np.int32)
+    valid = np.zeros((len(seqs), length), bool)
+    for i, s in enumerate(seqs):
+      tokens[i, :len(s)], valid[i, :len(s)] = s, True
+    pos = np.asarray([[len(pr) - 1 + min(n, len(r["tokens"]) - 1) for n in range(num_new)]
+                      for pr, r in zip(prompts, rows, strict=True)], np.int32)
+    out.append((tokens, valid, pos))
+  steps = np.arange(num_new)[None] < np.asarray([len(r["tokens"]) for r in rows])[:, None]
+  return out, steps
+
+
+def system_rows(cfg, loaded: systems.Loaded, system: systems.System, bench: str,
+                problems: dict, rows: list[dict]) -> list[dict]:
+  """A diagnostics row per scored problem of one composition on one benchmark."""
+  models, params = systems.system_params(cfg, loaded, system)
+  lam_K = weights(system, len(models) - 1)
+  authors = spec_lib.from_config(system.compose).authors
+  eos_id, out = models[0].eos_id, []
+  for start in range(0, len(rows), cfg.generate.batch_size):
+    batch = rows[start:start + cfg.generate.batch_size]
+    inputs, steps_BxN = _inputs(loaded.tokenizer, models, system,
+                                [problems[r["id"]] for r in batch], batch,
+                                cfg.generate.max_new_tokens)
+    logp = jnp.stack([step_logps(m, p, *x) for m, p, x in zip(models, params, inputs,
+                                                                strict=True)])
+    d = jax.device_get(per_problem(logp, jnp.asarray(steps_BxN), lam_K, authors=authors,
+                                   kl_threshold=float(system.compose.kl_threshold)))
+    for b, r in enumerate(batch):
+      out.append(_row(system, bench, r, {k: v[b] for k, v in d.items() if k != "top_MxBxN"},
+                      d["top_MxBxN"][:, b], eos_id))
+  return out
+
+
+def _row(system, bench: str, r: dict, d: dict, top_MxN: np.ndarray, eos_id: int) -> dict:
+  n = len(r["tokens"])
+  active_K = d["active_KxN"][:, :n].sum(axis=1)
+  return {
+      "step": 0, "benchmark": bench, "system": system.name, "id": r["id"],
+      "members": list(system.members), "correct": bool(r["correct"]), "finish": r["finish"],
+      "num_tokens": n, "hits_budget": float(r["finish"] == "budget"),
+      "active_frac_K": d["active_frac_K"].tolist(),
+      "active_frac": float(d["active_frac_K"].mean()),
+      "overlap_KxK": d["overlap_KxK"].tolist(),
+      "overlap": float(diagnostics.offdiag_max(d["overlap_KxK"])),
+      "mean_kl_K": d["mean_kl_K"].tolist(), "mean_kl": float(d["mean_kl_K"].mean()),
+      **{k: float(d[k]) for k in ("mean_abs_log_z", "max_abs_log_z", "mean_tail_boost",
+                                  "max_tail_boost", "unranked_pick_frac",
+                                  "mean_unranked_mass")},
+      # the models whose own argmax is EOS at the step that emitted it (None: no EOS)
+      "eos_first_M": (top_MxN[:, n - 1] == eos_id).tolist() if r["finish"] == "eos" else None,
+      # the decode's own records against the teacher-forced ones (rounding: ~1e-5)
+      "decode_log_z_gap": abs(float(np.abs(d["log_z_N"][:n]).sum()) - r["sum_abs_log_z"]) / n,
+      "decode_active_gap": int(np.abs(active_K - np.asarray(r["active_K"])).sum()),
+  }
+
+
+def _pooled(group: list[dict], field: str) -> np.ndarray:
+  """A per-problem field's mean over every generated token of the group."""
+  w = np.asarray([r["num_tokens"] for r in group], np.float64)
+  return np.einsum("p,p...->...", w, np.asarray([r[field] for r in group])) / w.sum()
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+  """Per benchmark and composition: the per-problem quantities pooled over generated tokens
+  (maxima as maxima), and at the EOS that ends a sequence, the fraction of those sequences in
+  which each model ranks EOS first, and in which none does."""
+  out = []
+  for key in dict.fromkeys((r["benchmark"], r["system"]) for r in rows):
+    group = [r for r in rows if (r["benchmark"], r["system"]) == key]
+    ends = np.asarray([r["eos_first_M"] for r in group if r["eos_first_M"] is not None], bool)
+    out.append({
+        "step": 0, "benchmark": key[0], "system": key[1], "members": group[0]["members"],
+        "num_problems": len(group), "num_correct": sum(r["correct"] for r in group),
+        "finish_eos": len(ends), "finish_budget": int(sum(r["hits_budget"] for r in group)),
+        "mean_tokens": float(np.mean([r["num_tokens"] for r in group])),
+        "active_frac_K": _pooled(group, "active_frac_K").tolist(),
+        "overlap": float(diagnostics.offdiag_max(_pooled(group, "overlap_KxK"))),
+        **{f: float(_pooled(group, f)) for f in _POOLED},
+        "max_abs_log_z": max(r["max_abs_log_z"] for r in group),
+        "max_tail_boost": max(r["max_tail_boost"] for r in group),
+        "eos_first_frac_M": ends.mean(axis=0).tolist() if len(ends) else None,
+        "eos_first_none": float((~ends.any(axis=1)).mean()) if len(ends) else None,
+        "decode_log_z_gap": max(r["decode_log_z_gap"] for r in group),
+        "decode_active_gap": sum(r["decode_active_gap"] for r in group)})
+  return out
+
+
+def predictors(rows: list[dict]) -> list[dict]:
+  """Per benchmark, composition and quantity of PREDICTORS: its AUC for failure (the chance a
+  failed problem's value exceeds a solved one's), with the bootstrap interval over problems."""
+  out = []
+  for key in dict.fromkeys((r["benchmark"], r["system"]) for r in rows):
+    group = [r for r in rows if (r["benchmark"], r["system"]) == key]
+    failed = [not r["correct"] for r in group]
+    for q in PREDICTORS:
+      a = correlations.auc([float(r[q]) for r in group], failed)
+      out.append({"step": 0, "benchmark": key[0], "system": key[1], "quantity": q,
+                  "auc": a.auc, "low": a.low, "high": a.high, "failures": a.positives,
+                  "successes": a.negatives,
+                  "text": correlations.auc_text(a, "failures", "successes")})
+  return out
+
+
+def _scored_rows(workdir: str, bench: str, system: systems.System) -> list[dict]:
+  path = os.path.join(workdir, bench, f"{system.name}.jsonl")
+  rows = sorted(metric_writer.read_rows(path), key=lambda r: r["id"])
+  if not rows:
+    raise DataError(f"{path}: no scored rows (run the workdir's scoring first)")
+  if any("tokens" not in r for r in rows):
+    raise DataError(f"{path}: rows without generated `tokens` (scored before the runner "
+                    "recorded them): score again into a fresh workdir")
+  return rows
+
+
+def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
+  """Writes the three files into `workdir`; returns the summary and predictor tables."""
+  resolved = runner.validate(cfg)
+  composed = [s for s in resolved if s.kind == "composed"]
+  usable = [s for s in composed if operator_alone(s)]
+  if not usable:
+    raise ConfigError("systems", "no composition that decodes with its operator alone to "
+                      f"diagnose (compositions: {', '.join(s.name for s in composed) or 'none'})")
+  scored = {(b, s.name): _scored_rows(workdir, b, s) for b in cfg.run for s in usable}
+  problems = {b: benchmarks.BENCHMARKS[b].load(cfg.benchmarks[b]) for b in cfg.run}
+  names = systems.needed_models(usable)
+  loaded = systems.load(cfg, runner.model_paths(cfg, workdir, names, problems), names, workdir)
+  rows = []
+  for b in cfg.run:
+    by_id = {p.id: p for p in problems[b]}
+    for s in usable:
+      rows += system_rows(cfg, loaded, s, b, by_id, scored[b, s.name])
+  summary, preds = summarize(rows), predictors(rows)
+  for name, table in ((workdir_lib.DIAGNOSTICS_FILE, rows),
+                      (workdir_lib.DIAGNOSTICS_SUMMARY_FILE, summary),
+                      (workdir_lib.PREDICTORS_FILE, preds)):
+    metric_writer.replace_step_rows(os.path.join(workdir, name), 0, table)
+  skipped = [f"{s.name} ({spec_lib.describe(spec_lib.from_config(s.compose))})"
+             for s in composed if s not in usable]
+  return "\n\n".join([summary_table(summary), predictor_table(preds)]
+                     + ([f"skipped (not the operator alone): {', '.join(skipped)}"]
+                        if skipped else []))
+
+
+def summary_table(summary: list[dict]) -> str:
+  body = [[r["benchmark"], r["system"], f"{r['num_correct']}/{r['num_problems']}",
+           " / ".join(f"{a:.2f}" for a in r["active_frac_K"]), f"{r['overlap']:.2f}",
+           f"{r['mean_abs_log_z']:.2f}", f"{r['unranked_pick_frac']:.3f}",
+           f"{r['mean_tail_boost']:.2f}", f"{r['finish_eos']}/{r['num_problems']}",
+           "-" if r["eos_first_frac_M"] is None else
+           " / ".join(f"{a:.2f}" for a in r["eos_first_frac_M"]),
+           "-" if r["eos_first_none"] is None else f"{r['eos_first_none']:.2f}"]
+          for r in summary]
+  return markdown.table(
+      ["benchmark", "composition", "correct", "active frac per expert", "max overlap",
+       "mean |log Z|", "unranked picks", "mean tail boost", "ends at EOS",
+       "EOS ranked first by (b first)", "by none"], body)
+
+
+def predictor_table(preds: list[dict]) -> str:
+  keys = list(dict.fromkeys((r["benchmark"], r["system"]) for r in preds))
+  at = {(r["benchmark"], r["system"], r["quantity"]): r["text"] for r in preds}
+  return markdown.table(["benchmark", "composition", *PREDICTORS],
+                        [[b, s, *(at[b, s, q] for q in PREDICTORS)] for b, s in keys])
