@@ -7,7 +7,6 @@ last \\boxed{...} of the reference solution. "correct" is math-verify's equivale
 
 import threading
 
-import math_verify
 import ml_collections
 
 from compgen_jax import checks
@@ -87,6 +86,8 @@ def authors_normalize(answer: str) -> str | float:
 
 def equivalent(gold: str, answer: str) -> bool:
   """math-verify's equivalence of two boxed contents (gold first: verify is not symmetric)."""
+  import math_verify  # here: it imports sympy (0.5 s), which every llm binary's start would pay
+
   # math-verify's timeouts use SIGALRM, which only the main thread may set.
   timeout = 5 if threading.current_thread() is threading.main_thread() else None
   parse = lambda s: math_verify.parse(f"\\boxed{{{s}}}", parsing_timeout=timeout)
