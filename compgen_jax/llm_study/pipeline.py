@@ -19,7 +19,7 @@ llm_eval's runner.run, diagnose.run) on a config the pipeline completes from the
 sections; a stage whose outputs are complete (every export written; the score's summary
 written; the diagnostics' predictors written) is skipped after its workdir's config is checked
 equal, so a changed section is refused rather than read stale, and an interrupted one resumes
-by its own mechanism (the diagnostics pass runs again whole: seconds to minutes).
+by its own mechanism (the diagnostics pass runs again whole).
 """
 
 import os
