@@ -109,7 +109,8 @@ reproduce-cpu-images: $(STAMP)
 
 # Issue 38's LLM study (configs/llm_study.py): llm_data's corpora, skills and tokenizer, a
 # Gemma-2 background, an expert per skill fine-tuned from it, every system (background, experts,
-# compositions, merges, joint) scored on each skill's held-out-template test set; one
+# compositions, merges, joint) scored on each skill's held-out-template test set, then the
+# compositions' decodes diagnosed (llm_eval/diagnose.py: AUC of each quantity for failure); one
 # experiments/train.py program, resumable (re-running skips finished stages and resumes the
 # interrupted one; WORKDIR/stages.jsonl has each stage's wall time). reproduce-cpu-llm: the cpu
 # preset into results/cpu/llm (budget 3 h on 2 cores); reproduce-cpu-llm-quick: the quick preset

@@ -104,16 +104,16 @@ def _llm_evaluate(cfg, workdir, step=None, every=False) -> str:
 
 
 def _llm_report(directory: str, out_dir: str | None = None) -> str:
+  """report.md from the summary rows, and the evaluate pass's rows when it has run."""
   if out_dir not in (None, directory):
     raise ConfigError("out", "an llm report is written into its workdir")
-  from compgen_jax import metric_writer
   from compgen_jax.llm_eval import report
-  return report.write(directory, metric_writer.read_rows(
-      os.path.join(directory, workdir_lib.SUMMARY_FILE)))
+  return report.rewrite(directory)
 
 
 def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
-  """Each score stage's report.md (llm_eval's, from its summary rows); the first one's path."""
+  """Each score stage's report.md (llm_eval's, from its summary rows and its diagnostics
+  stage's rows); the first one's path."""
   if out_dir not in (None, directory):
     raise ConfigError("out", "an llm_study report is written into its score workdirs")
   from compgen_jax.llm_study import pipeline

@@ -3,7 +3,9 @@
   llm_data (corpora, skills, tokenizer) -> background (prose + python) -> an expert per skill
   fine-tuned from the background's export -> [a joint expert on several skills] -> every
   system (background, experts, compositions, merges, joint) scored on each skill's test set
-  through llm_eval's runner, the code path of configs/llm.py:paper -> per-problem rows.
+  through llm_eval's runner, the code path of configs/llm.py:paper -> per-problem rows -> the
+  compositions' decodes diagnosed by the llm evaluate pass (llm_eval/diagnose.py: per-problem
+  quantities, the AUC of each for failure), added to each split's report.md.
 
   python experiments/train.py --config=configs/llm_study.py:quick --workdir=workdirs/llm_quick
   python experiments/report.py --dir=workdirs/llm_quick      # each score_<split>/report.md
@@ -11,9 +13,10 @@
   make reproduce-cpu-llm              # the cpu preset into results/cpu/llm
 
 Re-running resumes: a stage whose outputs are complete is skipped (a training stage with every
-export written, a score stage with its summary), an interrupted one resumes (the engine's
-checkpoints, the runner's per-problem rows). WORKDIR/stages.jsonl records each stage's wall
-time. The sections are whole configs of the stages, so --print_config shows every field and
+export written, a score stage with its summary, a diagnose stage with its predictors.jsonl),
+an interrupted one resumes (the engine's checkpoints, the runner's per-problem rows; the
+diagnostics pass runs again whole). WORKDIR/stages.jsonl records each stage's wall time. The
+sections are whole configs of the stages, so --print_config shows every field and
 --config.experts.arith.train.num_steps=800 changes one:
   data        llm_data's data config (llm_data/config.py), the one data section of every stage
   background  a configs/lm_train.py tree (no `data`: the study's), trained from scratch
@@ -22,7 +25,9 @@ time. The sections are whole configs of the stages, so --print_config shows ever
   joint       a configs/lm_train.py tree fine-tuned on several skills at once (corpus.sources),
               the upper baseline; trained and scored when study.joint is True
   score       a configs/llm.py tree: systems, compositions, merges, decoding, the benchmarks'
-              settings; `run` names the benchmarks (each split's files, which llm_data wrote)
+              settings; `run` names the benchmarks (each split's files, which llm_data wrote);
+              the diagnose stage reads it too, and needs a composition decoding with its
+              operator alone (no mask, gate or EOS rule)
   study       splits scored (test: held-out templates; seen: training templates, new instances)
 The pipeline fills in what it owns: every stage's data section and model.vocab_size (the
 tokenizer's), corpus.data_dir, init_from, the score's model paths and benchmark files.

@@ -7,7 +7,6 @@ import shutil
 
 import pytest
 
-from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_eval import report
 from tests.helpers import REPO
@@ -41,6 +40,24 @@ def test_each_paper_number_says_which_protocol_produced_it(tmp_path):
   assert report.protocol_note(_rows(("arith", "funcs"))) == ""  # no paper numbers: no note
 
 
+def test_predictors_table_counts_the_solved_and_bolds_intervals_apart_from_half():
+  def row(bench, q, auc, low, high, failures=20, successes=10):
+    text = (f"{auc:.3f} [{low:.3f}, {high:.3f}]" if successes >= 5 else
+            f"not testable: {successes} successes")
+    return {"benchmark": bench, "system": "composed", "quantity": q, "auc": auc, "low": low,
+            "high": high, "failures": failures, "successes": successes, "text": text}
+  nan = "nan"  # as metric_writer writes a NaN and reads it back
+  preds = [row("arith", "a", 0.7, 0.6, 0.8), row("arith", "b", 0.55, 0.45, 0.65),
+           row("arith", "c", 0.3, 0.2, 0.45),
+           *(row("funcs", q, nan, nan, nan, 40, 0) for q in "abc")]
+  lines = report.predictors_table(preds).splitlines()
+  assert lines[0] == "| benchmark | composition | solved | a | b | c |"
+  assert lines[2] == ("| arith | composed | 10 of 30 | **0.700 [0.600, 0.800]** | "
+                      "0.550 [0.450, 0.650] | **0.300 [0.200, 0.450]** |")
+  assert lines[3] == "| funcs | composed | 0 of 40 | " + " | ".join(
+      ["not testable: 0 successes"] * 3) + " |"
+
+
 COMMITTED = sorted(os.path.dirname(p) for pattern in ("*", os.path.join("*", "*"))
                    for p in glob.glob(os.path.join(REPO, "results", "cpu", "llm*", pattern,
                                                    workdir_lib.SUMMARY_FILE)))
@@ -48,8 +65,11 @@ COMMITTED = sorted(os.path.dirname(p) for pattern in ("*", os.path.join("*", "*"
 
 @pytest.mark.parametrize("workdir", COMMITTED, ids=lambda p: os.path.relpath(p, REPO))
 def test_committed_llm_reports_regenerate_byte_for_byte(workdir, tmp_path):
-  shutil.copy(os.path.join(workdir, workdir_lib.SUMMARY_FILE), tmp_path)
-  rows = metric_writer.read_rows(os.path.join(tmp_path, workdir_lib.SUMMARY_FILE))
-  path = report.write(str(tmp_path), rows)
+  """From the summary rows, and the evaluate pass's rows where it ran."""
+  for name in (workdir_lib.SUMMARY_FILE, workdir_lib.DIAGNOSTICS_SUMMARY_FILE,
+               workdir_lib.PREDICTORS_FILE):
+    if os.path.isfile(os.path.join(workdir, name)):
+      shutil.copy(os.path.join(workdir, name), tmp_path)
+  path = report.rewrite(str(tmp_path))
   with open(path) as new, open(os.path.join(workdir, workdir_lib.REPORT_FILE)) as old:
     assert new.read() == old.read()

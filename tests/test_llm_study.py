@@ -3,16 +3,20 @@ end: llm_data's tokenizer -> a background -> two experts fine-tuned from its exp
 load -> composition -> sandboxed HumanEval+-style scoring. The funcs skill is planted: every
 problem asks for the sum of `xs`, a body a 31k-parameter model learns in 40 steps, so a score
 above the background's means each stage handed the next a working model. Bad configs are
-refused before anything is written; a finished study resumes by skipping every stage."""
+refused before anything is written; a finished study resumes by skipping every stage. The
+diagnostics stage writes what the llm application's evaluate pass writes, and the report
+shows it."""
 
 import os
 import random
+import shutil
 
 import pytest
 
 from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build, code_skill
+from compgen_jax.llm_eval import diagnose
 from compgen_jax.llm_study import pipeline
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
@@ -76,7 +80,8 @@ def test_the_planted_skill_survives_every_stage_and_the_composition(study):
                                        "model.safetensors"))
   stages = [r["stage"] for r in metric_writer.read_rows(
       os.path.join(workdir, pipeline.STAGES_FILE))]
-  assert stages == ["data", "background", "expert_arith", "expert_funcs", "score_test"]
+  assert stages == ["data", "background", "expert_arith", "expert_funcs", "score_test",
+                    "diagnose_test"]
 
 
 def test_a_finished_study_skips_every_stage(study, capsys):
@@ -84,9 +89,38 @@ def test_a_finished_study_skips_every_stage(study, capsys):
   before = _accuracy(workdir, "composed")[1]
   again = apps.of_config(cfg).run(cfg, workdir)
   lines = [line for line in capsys.readouterr().out.splitlines() if "[llm_study" in line]
-  assert len(lines) == 5 and all(line.endswith("complete, skipped") for line in lines)
+  assert len(lines) == 6 and all(line.endswith("complete, skipped") for line in lines)
   assert again == summary and _accuracy(workdir, "composed")[1] == before
-  assert len(metric_writer.read_rows(os.path.join(workdir, pipeline.STAGES_FILE))) == 5
+  assert len(metric_writer.read_rows(os.path.join(workdir, pipeline.STAGES_FILE))) == 6
+
+
+DIAGNOSED = (workdir_lib.DIAGNOSTICS_FILE, workdir_lib.DIAGNOSTICS_SUMMARY_FILE,
+             workdir_lib.PREDICTORS_FILE)
+
+
+def test_the_diagnose_stage_writes_what_the_evaluate_pass_writes(study, tmp_path):
+  """The stage's rows equal those of experiments/evaluate.py's pass run on a copy of the
+  scored split; the report and the study's summary show them per benchmark."""
+  cfg, workdir, summary = study
+  score_dir = os.path.join(workdir, pipeline.score_name("test"))
+  copy = str(tmp_path / "score_copy")
+  shutil.copytree(score_dir, copy, ignore=shutil.ignore_patterns(*DIAGNOSED))
+  app, saved = apps.of_workdir(copy)
+  app.evaluate(saved, copy)
+  for name in DIAGNOSED:
+    assert (metric_writer.read_rows(os.path.join(score_dir, name))
+            == metric_writer.read_rows(os.path.join(copy, name))), name
+  # a row per scored problem of the composition; 4 problems: no AUC, each class counted
+  rows = metric_writer.read_rows(os.path.join(score_dir, workdir_lib.DIAGNOSTICS_FILE))
+  _, scored = _accuracy(workdir, "composed")
+  assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in scored)
+  wins = sum(bool(r["correct"]) for r in scored)
+  untestable = f"not testable: {len(scored) - wins} failures, {wins} successes"
+  line = (f"| funcs | composed | {wins} of {len(scored)} | "
+          + " | ".join([untestable] * len(diagnose.PREDICTORS)))
+  report_text = open(os.path.join(score_dir, workdir_lib.REPORT_FILE)).read()
+  assert line + " |" in report_text and line + " |" in summary
+  assert "## Do the pre-scoring quantities predict failure?" in report_text
 
 
 def test_report_rewrites_each_scored_splits_report_from_its_rows(study):
@@ -106,6 +140,8 @@ def test_report_rewrites_each_scored_splits_report_from_its_rows(study):
     ({"data.arith.num_train": 0}, "data.arith.num_train"),
     ({"study.splits": ("train",)}, "study.splits"),
     ({"score.compositions.composed": ("arith", "poems")}, "score.compositions.composed"),
+    # gated: no composition for the diagnose stage
+    ({"score.compose.gate": "kl"}, "score.systems"),
 ])
 def test_bad_fields_are_refused_before_anything_is_written(overrides, field, tmp_path):
   cfg = load_config("llm_study", "test", **overrides)

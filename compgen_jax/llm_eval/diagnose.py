@@ -17,6 +17,8 @@ generated steps. Written into W:
   predictors.jsonl           a row per benchmark, composition and quantity of PREDICTORS: the
                              AUC of the quantity for failure with its bootstrap interval over
                              problems (analysis.correlations.auc), or not testable
+`experiments/report.py --dir=W` adds the last two to W's report.md (llm_eval/report.py); the
+llm_study pipeline runs this pass as a stage after each split's scoring, then that report.
 Only the decode enters the quantities (no score), so each could be read before scoring.
 """
 
@@ -30,10 +32,10 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import correlations, markdown
+from compgen_jax.analysis import correlations
 from compgen_jax.composition import diagnostics
 from compgen_jax.composition import spec as spec_lib
-from compgen_jax.llm_eval import benchmarks, decoding, runner, systems
+from compgen_jax.llm_eval import benchmarks, decoding, report, runner, systems
 from compgen_jax.lm.model import Model, forward
 from compgen_jax.types import Array, ConfigError, DataError, PyTree
 
@@ -201,6 +203,17 @@ def predictors(rows: list[dict]) -> list[dict]:
   return out
 
 
+def diagnosable(resolved: list[systems.System]) -> list[systems.System]:
+  """The compositions among the systems that the pass diagnoses (those decoding with their
+  operator alone); ConfigError naming `systems` when there is none."""
+  composed = [s for s in resolved if s.kind == "composed"]
+  usable = [s for s in composed if operator_alone(s)]
+  if not usable:
+    raise ConfigError("systems", "no composition that decodes with its operator alone to "
+                      f"diagnose (compositions: {', '.join(s.name for s in composed) or 'none'})")
+  return usable
+
+
 def _scored_rows(workdir: str, bench: str, system: systems.System) -> list[dict]:
   path = os.path.join(workdir, bench, f"{system.name}.jsonl")
   rows = sorted(metric_writer.read_rows(path), key=lambda r: r["id"])
@@ -216,10 +229,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
   """Writes the three files into `workdir`; returns the summary and predictor tables."""
   resolved = runner.validate(cfg)
   composed = [s for s in resolved if s.kind == "composed"]
-  usable = [s for s in composed if operator_alone(s)]
-  if not usable:
-    raise ConfigError("systems", "no composition that decodes with its operator alone to "
-                      f"diagnose (compositions: {', '.join(s.name for s in composed) or 'none'})")
+  usable = diagnosable(resolved)
   scored = {(b, s.name): _scored_rows(workdir, b, s) for b in cfg.run for s in usable}
   problems = {b: benchmarks.BENCHMARKS[b].load(cfg.benchmarks[b]) for b in cfg.run}
   names = systems.needed_models(usable)
@@ -236,28 +246,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
     metric_writer.replace_step_rows(os.path.join(workdir, name), 0, table)
   skipped = [f"{s.name} ({spec_lib.describe(spec_lib.from_config(s.compose))})"
              for s in composed if s not in usable]
-  return "\n\n".join([summary_table(summary), predictor_table(preds)]
+  return "\n\n".join([report.evaluate_summary_table(summary), report.predictors_table(preds)]
                      + ([f"skipped (not the operator alone): {', '.join(skipped)}"]
                         if skipped else []))
 
-
-def summary_table(summary: list[dict]) -> str:
-  body = [[r["benchmark"], r["system"], f"{r['num_correct']}/{r['num_problems']}",
-           " / ".join(f"{a:.2f}" for a in r["active_frac_K"]), f"{r['overlap']:.2f}",
-           f"{r['mean_abs_log_z']:.2f}", f"{r['unranked_pick_frac']:.3f}",
-           f"{r['mean_tail_boost']:.2f}", f"{r['finish_eos']}/{r['num_problems']}",
-           "-" if r["eos_first_frac_M"] is None else
-           " / ".join(f"{a:.2f}" for a in r["eos_first_frac_M"]),
-           "-" if r["eos_first_none"] is None else f"{r['eos_first_none']:.2f}"]
-          for r in summary]
-  return markdown.table(
-      ["benchmark", "composition", "correct", "active frac per expert", "max overlap",
-       "mean |log Z|", "unranked picks", "mean tail boost", "ends at EOS",
-       "EOS ranked first by (b first)", "by none"], body)
-
-
-def predictor_table(preds: list[dict]) -> str:
-  keys = list(dict.fromkeys((r["benchmark"], r["system"]) for r in preds))
-  at = {(r["benchmark"], r["system"], r["quantity"]): r["text"] for r in preds}
-  return markdown.table(["benchmark", "composition", *PREDICTORS],
-                        [[b, s, *(at[b, s, q] for q in PREDICTORS)] for b, s in keys])

@@ -1,7 +1,10 @@
 """The LLM composition report: accuracy per benchmark and system next to the paper's table,
-the composition diagnostics (expert activity, overlap, log Z_t, EOS), and two figures.
+the composition diagnostics (expert activity, overlap, log Z_t, EOS), two figures, and, when the
+evaluate pass has run (llm_eval/diagnose.py), its diagnostics summary and the AUC of each
+pre-scoring quantity for failure.
 
-Written from summary rows alone (`runner.summarize`), so it can be rebuilt from the jsonl files.
+Written from rows alone (`runner.summarize`'s, the pass's summary and predictor rows), so it
+can be rebuilt from the jsonl files (`rewrite`).
 """
 
 import os
@@ -13,7 +16,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from compgen_jax import files  # noqa: E402
+from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import markdown  # noqa: E402
 
@@ -168,8 +171,65 @@ def unisolated_note(rows: list[dict]) -> str:
           "sandbox, so a program could have changed its own result): " + "; ".join(bad) + ".")
 
 
-def write(workdir: str, rows: list[dict]) -> str:
-  """Writes report.md, accuracy.png and diagnostics.png into `workdir`; returns the path."""
+def evaluate_summary_table(summary: list[dict]) -> str:
+  """The evaluate pass's rows per benchmark and composition (diagnose.summarize)."""
+  body = [[r["benchmark"], r["system"], f"{r['num_correct']}/{r['num_problems']}",
+           " / ".join(f"{a:.2f}" for a in r["active_frac_K"]), f"{r['overlap']:.2f}",
+           f"{r['mean_abs_log_z']:.2f}", f"{r['unranked_pick_frac']:.3f}",
+           f"{r['mean_tail_boost']:.2f}", f"{r['finish_eos']}/{r['num_problems']}",
+           "-" if r["eos_first_frac_M"] is None else
+           " / ".join(f"{a:.2f}" for a in r["eos_first_frac_M"]),
+           "-" if r["eos_first_none"] is None else f"{r['eos_first_none']:.2f}"]
+          for r in summary]
+  return markdown.table(
+      ["benchmark", "composition", "correct", "active frac per expert", "max overlap",
+       "mean |log Z|", "unranked picks", "mean tail boost", "ends at EOS",
+       "EOS ranked first by (b first)", "by none"], body)
+
+
+def _auc_cell(r: dict) -> str:
+  """The row's text (AUC [interval], or not testable), bold when the interval excludes 0.5."""
+  apart = float(r["low"]) > 0.5 or float(r["high"]) < 0.5  # NaN ("nan" read back): untestable
+  return f"**{r['text']}**" if apart else r["text"]
+
+
+def predictors_table(preds: list[dict]) -> str:
+  """Per benchmark and composition, each quantity's AUC for failure (diagnose.predictors), in
+  the order the rows name the quantities."""
+  keys = list(dict.fromkeys((r["benchmark"], r["system"]) for r in preds))
+  quantities = list(dict.fromkeys(r["quantity"] for r in preds))
+  at = {(r["benchmark"], r["system"], r["quantity"]): r for r in preds}
+  body = []
+  for b, s in keys:
+    first = at[b, s, quantities[0]]
+    body.append([b, s, f"{first['successes']} of {first['successes'] + first['failures']}",
+                 *(_auc_cell(at[b, s, q]) for q in quantities)])
+  return markdown.table(["benchmark", "composition", "solved", *quantities], body)
+
+
+def evaluate_section(summary: list[dict], preds: list[dict]) -> str:
+  """The evaluate pass's part of the report: its summary, then the predictors."""
+  return "\n\n".join([
+      "## Diagnostics of the composed decodes, teacher-forced (the evaluate pass)",
+      "Each composition's decodes scored again by its member models (llm_eval/diagnose.py), "
+      "tokens pooled over problems. Unranked picks: the fraction of tokens whose composed "
+      "argmax no model ranks first; tail boost: the composed logit minus log p_b on tokens "
+      "with p_b < 1e-3; EOS ranked first: among the sequences that end at EOS, the fraction "
+      "in which each model's own argmax is EOS at that step.",
+      evaluate_summary_table(summary),
+      "## Do the pre-scoring quantities predict failure?",
+      "AUC of each quantity (computed from the decode alone, before scoring) for failure: > "
+      "0.5 when it is larger on failed problems; 95% bootstrap interval over problems; bold "
+      "where the interval excludes 0.5; not testable with too few successes or failures "
+      "(analysis.correlations.MIN_CLASS), which the cell counts.",
+      predictors_table(preds)])
+
+
+def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
+          preds: list[dict] = ()) -> str:
+  """Writes report.md, accuracy.png and diagnostics.png into `workdir` (with the evaluate
+  pass's section when its summary rows `diagnosed` and predictor rows `preds` are given);
+  returns the path."""
   accuracy_png(rows, os.path.join(workdir, "accuracy.png"))
   diagnostics_png(rows, os.path.join(workdir, "diagnostics.png"))
   text = "\n\n".join([
@@ -181,5 +241,19 @@ def write(workdir: str, rows: list[dict]) -> str:
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "
       "fraction of tokens where two experts are both active (0 under the paper's disjointness "
       "assumption); log Z_t = 0 under exact factorization.",
-      diagnostics_table(rows), markdown.figure("diagnostics.png", "diagnostics")])
+      diagnostics_table(rows), markdown.figure("diagnostics.png", "diagnostics"),
+      *([evaluate_section(diagnosed, preds)] if diagnosed else [])])
   return files.write_text(os.path.join(workdir, workdir_lib.REPORT_FILE), text + "\n")
+
+
+def read(workdir: str) -> tuple[list[dict], list[dict], list[dict]]:
+  """A scored workdir's summary rows and the evaluate pass's summary and predictor rows ([]
+  when the pass has not run)."""
+  return tuple(metric_writer.read_rows(os.path.join(workdir, name)) for name in (
+      workdir_lib.SUMMARY_FILE, workdir_lib.DIAGNOSTICS_SUMMARY_FILE,
+      workdir_lib.PREDICTORS_FILE))
+
+
+def rewrite(workdir: str) -> str:
+  """The workdir's report again from its rows (`read`); returns its path."""
+  return write(workdir, *read(workdir))

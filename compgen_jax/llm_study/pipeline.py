@@ -1,6 +1,7 @@
 """Issue 38's study as one resumable program (configs/llm_study.py): llm_data's corpora, skills and
 tokenizer, a background, an expert per skill fine-tuned from its export, a joint expert, then
-every system scored on each skill's benchmark by llm_eval's runner.
+every system scored on each skill's benchmark by llm_eval's runner, and the compositions'
+decodes diagnosed by llm_eval's evaluate pass (diagnose.py).
 
 WORKDIR/config.json       the study's config
 WORKDIR/data/             llm_data.build (corpora, <skill>_<split>.jsonl, tokenizer.model)
@@ -8,14 +9,17 @@ WORKDIR/background/       lm_train workdirs: checkpoints, metrics.jsonl, export/
 WORKDIR/expert_<skill>/
 WORKDIR/joint/
 WORKDIR/score_<split>/    llm_eval workdir: <benchmark>/<system>.jsonl (one row per problem),
-                          summary.jsonl, report.md
+                          summary.jsonl, report.md; the diagnose_<split> stage adds
+                          diagnostics.jsonl, diagnostics_summary.jsonl, predictors.jsonl and
+                          rewrites report.md with them
 WORKDIR/stages.jsonl      a row per stage run: its name, what it did, its wall time
 
 Each stage is the stage's own library call (build.ensure, lm_train's experiment.train,
-llm_eval's runner.run) on a config the pipeline completes from the study's sections; a stage
-whose outputs are complete (every export written; the score's summary written) is skipped
-after its workdir's config is checked equal, so a changed section is refused rather than read
-stale, and an interrupted one resumes by its own mechanism.
+llm_eval's runner.run, diagnose.run) on a config the pipeline completes from the study's
+sections; a stage whose outputs are complete (every export written; the score's summary
+written; the diagnostics' predictors written) is skipped after its workdir's config is checked
+equal, so a changed section is refused rather than read stale, and an interrupted one resumes
+by its own mechanism (the diagnostics pass runs again whole).
 """
 
 import os
@@ -29,8 +33,8 @@ from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
+from compgen_jax.llm_eval import diagnose, runner, systems
 from compgen_jax.llm_eval import report as llm_report
-from compgen_jax.llm_eval import runner, systems
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
 
@@ -53,6 +57,10 @@ def expert_name(skill: str) -> str:
 
 def score_name(split: str) -> str:
   return f"score_{split}"
+
+
+def diagnose_name(split: str) -> str:
+  return f"diagnose_{split}"
 
 
 def lm_config(cfg, section: ml_collections.ConfigDict, workdir: str,
@@ -121,7 +129,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   models = set(model_dirs(cfg, "<workdir>"))
   checks.choices("score.run", cfg.score.run, build.SPLITS)
   try:
-    needed = systems.needed_models(systems.resolve(cfg.score))
+    resolved = systems.resolve(cfg.score)
+    diagnose.diagnosable(resolved)  # the diagnose stage's compositions
+    needed = systems.needed_models(resolved)
   except ConfigError as e:
     raise ConfigError(f"score.{e.field}", str(e).split(": ", 1)[1]) from e
   missing = [m for m in needed if m not in models]
@@ -132,7 +142,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 
 def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
-  """Every stage in order: data, background, experts, joint, a score per split."""
+  """Every stage in order: data, background, experts, joint, a score and its diagnostics per
+  split."""
   data_dir = os.path.join(workdir, DATA_DIR)
   out = [Stage("data", data_dir, None,
                lambda: all(map(os.path.isfile, build.paths(data_dir).values())),
@@ -155,7 +166,18 @@ def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
     out.append(Stage(score_name(split), stage_dir, stage_cfg,
                      lambda p=summary: os.path.isfile(p),
                      lambda c=stage_cfg, w=stage_dir: runner.run(c, w)))
+    # in the score's workdir, on its config: the pass writes its rows (predictors last) there
+    predictors = os.path.join(stage_dir, workdir_lib.PREDICTORS_FILE)
+    out.append(Stage(diagnose_name(split), stage_dir, stage_cfg,
+                     lambda p=predictors: os.path.isfile(p),
+                     lambda c=stage_cfg, w=stage_dir: _diagnose(c, w)))
   return out
+
+
+def _diagnose(cfg: ml_collections.ConfigDict, workdir: str) -> str:
+  """The evaluate pass over a scored split, then its report again with the pass's rows."""
+  diagnose.run(cfg, workdir)
+  return llm_report.rewrite(workdir)
 
 
 def _exported(cfg: ml_collections.ConfigDict, workdir: str) -> Callable[[], bool]:
@@ -191,7 +213,10 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
   out = []
   for split in cfg.study.splits:
     score_dir = os.path.join(workdir, score_name(split))
-    rows = metric_writer.read_rows(os.path.join(score_dir, workdir_lib.SUMMARY_FILE))
-    out += [f"{split} split (per-problem rows: {score_dir}/<benchmark>/<system>.jsonl)",
-            llm_report.table(rows)]
+    rows, diagnosed, preds = llm_report.read(score_dir)
+    out += [f"{split} split (per-problem rows: {score_dir}/<benchmark>/<system>.jsonl; "
+            f"report: {score_dir}/{workdir_lib.REPORT_FILE})", llm_report.table(rows),
+            "diagnostics of the compositions' decodes (the evaluate pass):",
+            llm_report.evaluate_summary_table(diagnosed),
+            "AUC of each pre-scoring quantity for failure:", llm_report.predictors_table(preds)]
   return "\n".join(out)
