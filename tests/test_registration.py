@@ -39,12 +39,18 @@ def _git(repo, *args, date=None):
                         env=env).stdout
 
 
-def test_rows_made_before_the_registration_are_called_post_hoc(tmp_path):
-  repo = str(tmp_path)
+@pytest.fixture
+def git_repo(tmp_path) -> str:
+  """An empty git repository at tmp_path (skips without git)."""
   try:
-    _git(repo, "init", "-q")
+    _git(str(tmp_path), "init", "-q")
   except (OSError, subprocess.CalledProcessError):
     pytest.skip("no git")
+  return str(tmp_path)
+
+
+def test_rows_made_before_the_registration_are_called_post_hoc(git_repo, tmp_path):
+  repo = git_repo
   assert registration.from_git(repo) is None  # nothing committed yet
   with pytest.raises(DataError, match="commit it first"):
     registration.record(repo)
@@ -66,14 +72,10 @@ def test_rows_made_before_the_registration_are_called_post_hoc(tmp_path):
   assert "after it" in after and "post hoc" not in after
 
 
-def test_rows_made_between_two_registrations_name_the_one_before_them(tmp_path):
+def test_rows_made_between_two_registrations_name_the_one_before_them(git_repo, tmp_path):
   # A later change (rules added for other experiments) must not call rows made after the first
   # registration post hoc: they name that registration and say the file changed after them.
-  repo = str(tmp_path)
-  try:
-    _git(repo, "init", "-q")
-  except (OSError, subprocess.CalledProcessError):
-    pytest.skip("no git")
+  repo = git_repo
   path = tmp_path / registration.REGISTRATION_FILE
   path.parent.mkdir(parents=True)
   commits = []
