@@ -164,3 +164,33 @@ def test_the_summary_counts_untestable_and_contradicted_claims():
   assert "the reason is in the row): 2 (a 1, b 1)." in text
   assert "**contradicted** by these runs: 1; w (b: 0.88 vs 0.92)." in text
   assert "without contradicting): 1 (b 1)." in text
+
+
+def test_a_verdict_a_rerun_flips_is_marked_fragile(results):
+  claims.write(str(results))
+  before = open(results / "claims.json").read()
+  for machine, experiment, records in (
+      ("F", "model_size", [_claim("model_size", "wider is better", "not shown")]),
+      ("F", "data_scaling", [_claim("data_scaling", "OOD rises with tasks", "shown"),
+                             _claim("data_scaling", "a claim not committed", "partial")]),
+      ("G", "model_size", [_claim("model_size", "wider is better", "shown")])):
+    os.makedirs(results / "reruns" / machine / experiment)
+    (results / "reruns" / machine / experiment / "claims.json").write_text(json.dumps(records))
+  claims.write(str(results))
+  text = open(results / "README.md").read()
+  assert ("| wider is better (model_size) | 1.0 | 0.93 ± 0.01 (2 seeds) | **partial** (fragile: "
+          "flips on a rerun, machine F: not shown; machine G: shown) | gap 0.01 |") in text
+  assert "| OOD rises with tasks (data_scaling) | 1.0 | 0.93 ± 0.01 (2 seeds) | **shown** |" \
+      in text  # the same verdict on the rerun: not marked; the decodability claim was not rerun
+  assert "| decodability \\| OOD (data_scaling) | 1.0 | 0.93 ± 0.01 (2 seeds) | **not shown** |" \
+      in text
+  assert ("on another machine, `reruns/`; counted above as committed): 1; wider is better "
+          "(model_size: partial, F: not shown, G: shown).") in text
+  assert open(results / "claims.json").read() == before  # the committed verdicts, as they were
+  # A rerun of an experiment with no committed claims is refused before anything is written.
+  os.makedirs(results / "reruns" / "F" / "nowhere")
+  (results / "reruns" / "F" / "nowhere" / "claims.json").write_text(
+      json.dumps([_claim("nowhere", "x")]))
+  with pytest.raises(ConfigError, match="a rerun of 'nowhere', which has no claims") as error:
+    claims.write(str(results))
+  assert error.value.field == "reruns" and open(results / "README.md").read() == text

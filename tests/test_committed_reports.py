@@ -1,7 +1,8 @@
 """Every committed sweep report regenerates byte for byte from the repository alone: for each
-results/cpu/<experiment>/ whose index.json has programs with committed workdir files, the report
-of the sweep's binary written afresh into a temp dir equals the committed one (train.py sweeps:
-REPORT.md and claims.json; image sweeps: report.md and claims.json)."""
+results/cpu/<experiment>/ (and rerun, results/cpu/reruns/<machine>/<experiment>/) whose
+index.json has programs with committed workdir files, the report of the sweep's binary written
+afresh into a temp dir equals the committed one (train.py sweeps: REPORT.md and claims.json;
+image sweeps: report.md and claims.json); a committed rerun's comparison is current."""
 
 import difflib
 import glob
@@ -14,7 +15,7 @@ import pytest
 
 from compgen_jax import apps
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import claims, sweep_report
+from compgen_jax.analysis import claims, rerun, sweep_report
 from compgen_jax.images import report as images_report
 from compgen_jax.sweeps import spec
 from tests import helpers
@@ -38,9 +39,17 @@ def has_rows(sweep_dir: str) -> bool:
 
 
 def committed_sweeps(results_dir: str = RESULTS) -> list[str]:
-  return [os.path.basename(os.path.dirname(p))
-          for p in sorted(glob.glob(os.path.join(results_dir, "*", workdir_lib.INDEX_FILE)))
+  """The sweep dirs with rows, relative to results_dir: <experiment> and reruns/<machine>/
+  <experiment>."""
+  found = [p for pattern in (("*",), (claims.RERUNS_DIR, "*", "*"))
+           for p in sorted(glob.glob(os.path.join(results_dir, *pattern, workdir_lib.INDEX_FILE)))]
+  return [os.path.relpath(os.path.dirname(p), results_dir) for p in found
           if has_rows(os.path.dirname(p))]
+
+
+def committed_reruns(results_dir: str = RESULTS) -> list[str]:
+  return sorted(os.listdir(os.path.join(results_dir, claims.RERUNS_DIR))
+                if os.path.isdir(os.path.join(results_dir, claims.RERUNS_DIR)) else [])
 
 
 def _snapshot(directory: str) -> dict:
@@ -94,6 +103,16 @@ def test_regeneration_mechanics_on_the_tiny_sweep(tiny_sweep, tmp_path):
   os.makedirs(bare)
   shutil.copy(os.path.join(committed, workdir_lib.INDEX_FILE), bare)
   assert committed_sweeps(str(tmp_path / "results")) == ["data_scaling"]
+
+
+@pytest.mark.parametrize("machine", committed_reruns())
+def test_a_committed_reruns_comparison_is_current(machine):
+  # what experiments/rerun_diff.py --rerun=results/cpu/reruns/<machine> makes of the rows
+  rerun_dir = os.path.join(RESULTS, claims.RERUNS_DIR, machine)
+  text, _ = rerun.render(rerun.compare(RESULTS, rerun_dir))
+  with open(os.path.join(rerun_dir, rerun.DIFF_FILE)) as f:
+    assert f.read() == text, f"{rerun_dir}/{rerun.DIFF_FILE} is stale: run experiments/" \
+        f"rerun_diff.py --rerun=results/cpu/reruns/{machine} --out=..."
 
 
 def test_the_claims_table_is_current():

@@ -7,6 +7,10 @@ verdicts.CLAIM_KEYS records), validates every record before writing anything, th
 RESULTS/claims.json (sorted by experiment, each file's own order kept; `figure` relative to
 RESULTS) and the table between the README's claims markers (RESULTS/README.md; the markers go
 after its first heading and paragraph when missing; the rest of the README is left alone).
+
+A sweep rerun from scratch on another machine is committed as RESULTS/reruns/<machine>/
+<experiment>/ (its small files and report, as a sweep dir); a claim whose verdict that rerun's
+claims.json gives otherwise is marked fragile in the table and counted in its summary.
 """
 
 import glob
@@ -20,6 +24,7 @@ from compgen_jax.analysis.sweep_report import CLAIMS_FILE
 from compgen_jax.types import ConfigError
 
 README_FILE = "README.md"
+RERUNS_DIR = "reruns"  # RESULTS/reruns/<machine>/<experiment>/: a sweep rerun elsewhere
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 VERDICTS = verdicts.VERDICTS
 HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict",
@@ -76,23 +81,58 @@ def collect(results_dir: str) -> list[dict]:
   return sorted(out, key=lambda r: r["experiment"])
 
 
-def table(claims: list[dict]) -> str:
+def paired(ours: list[dict], theirs: list[dict]) -> list[tuple[dict, dict]]:
+  """Each claim of ours with the record of the same claim text in theirs (claims theirs lacks
+  are left out)."""
+  by_claim = {r["claim"]: r for r in theirs}
+  return [(r, by_claim[r["claim"]]) for r in ours if r["claim"] in by_claim]
+
+
+def fragile(results_dir: str, claims: list[dict]) -> dict[tuple[str, str], list[str]]:
+  """{(experiment, claim): ['<machine>: <its verdict>', ...]} for each claim whose verdict a
+  rerun under RESULTS/reruns/<machine>/<experiment>/ gives otherwise; a ConfigError if a rerun's
+  experiment has no claims here (checked, like its claims.json, before anything is written)."""
+  out: dict = {}
+  for path in sorted(glob.glob(os.path.join(results_dir, RERUNS_DIR, "*", "*", CLAIMS_FILE))):
+    experiment_dir = os.path.dirname(path)
+    machine, experiment = os.path.basename(os.path.dirname(experiment_dir)), \
+        os.path.basename(experiment_dir)
+    ours = [c for c in claims if c["experiment"] == experiment]
+    if not ours:
+      raise ConfigError("reruns", f"{path!r}: a rerun of {experiment!r}, which has no claims in "
+                        f"{results_dir!r}")
+    for mine, theirs in paired(ours, read_claims(path)):
+      if mine["verdict"] != theirs["verdict"]:
+        out.setdefault((experiment, mine["claim"]), []).append(f"{machine}: {theirs['verdict']}")
+  return out
+
+
+def table(claims: list[dict], flips: dict | None = None) -> str:
   """The claims as a markdown table (links relative to RESULTS)."""
   if not claims:
     return (f"No claims yet: no `<experiment>/{CLAIMS_FILE}` (each sweep's report writes "
             f"one).")
+  flips = flips or {}
   cell = md.text_cell
   rows = [[f"{cell(c['claim'])} ({c['experiment']})", cell(c["paper"]), cell(c["ours"]),
-           f"**{c['verdict']}**", cell(c["composition"]), cell(c["against_paper"]),
+           f"**{c['verdict']}**" + _fragile_note(flips.get((c["experiment"], c["claim"]))),
+           cell(c["composition"]), cell(c["against_paper"]),
            f"[{os.path.basename(c['figure'])}]({c['figure']})" if c["figure"] else "-"]
           for c in claims]
-  return summary(claims) + "\n\n" + md.table(HEADER, rows)
+  return summary(claims, flips) + "\n\n" + md.table(HEADER, rows)
 
 
-def summary(claims: list[dict]) -> str:
+def _fragile_note(flipped: list[str] | None) -> str:
+  """' (fragile: flips on a rerun, machine F: not shown)' for a flipped verdict, else ''."""
+  return "" if not flipped else (f" (fragile: flips on a rerun, machine "
+                                 f"{'; machine '.join(flipped)})")
+
+
+def summary(claims: list[dict], flips: dict | None = None) -> str:
   """The paragraph above the table, counted from the verdicts and the paper readings: what is
   reproduced, what only as a trend at CPU scale, what is not testable here, what is contradicted
-  (readings.CONTRADICTS, named in full) and what is not reproduced (counts per experiment)."""
+  (readings.CONTRADICTS, named in full) and what is not reproduced (counts per experiment);
+  then the fragile verdicts (`fragile`'s flips), named in full."""
   untestable = [c for c in claims if c["verdict"] == verdicts.NOT_TESTABLE
                 or readings.NOT_TESTABLE_YET in c["against_paper"]]
   rest = [c for c in claims if c not in untestable]
@@ -103,6 +143,8 @@ def summary(claims: list[dict]) -> str:
   trend = [c for c in rest if c not in reproduced
            and c["verdict"] in (verdicts.SHOWN, verdicts.PARTIAL)]
   other = [c for c in rest if c not in reproduced and c not in trend]
+  flips = flips or {}
+  flipped = [c for c in claims if (c["experiment"], c["claim"]) in flips]
   reg = registration.registered()
   return "\n".join([
       f"**In short** ({len(claims)} claims rows, counted from the verdicts and readings below; "
@@ -120,7 +162,11 @@ def summary(claims: list[dict]) -> str:
       f"- **contradicted** by these runs: {len(contradicted)}"
       + "".join(f"; {c['claim']} ({c['experiment']}: {c['ours']})" for c in contradicted) + ".",
       f"- **not reproduced** (not shown or not judged, without contradicting): "
-      f"{_per_experiment(other)}."])
+      f"{_per_experiment(other)}.",
+      f"- **fragile** (the verdict flips on a rerun from scratch on another machine, "
+      f"`{RERUNS_DIR}/`; counted above as committed): {len(flipped)}"
+      + "".join(f"; {c['claim']} ({c['experiment']}: {c['verdict']}, "
+                f"{', '.join(flips[c['experiment'], c['claim']])})" for c in flipped) + "."])
 
 
 def _per_experiment(claims: list[dict]) -> str:
@@ -164,7 +210,7 @@ def render(results_dir: str) -> tuple[str, str]:
     with open(os.path.join(results_dir, README_FILE)) as f:
       readme = f.read()
   return (verdicts.claims_json(claims),
-          with_table(readme, table(claims)))
+          with_table(readme, table(claims, fragile(results_dir, claims))))
 
 
 def write(results_dir: str) -> tuple[str, str]:

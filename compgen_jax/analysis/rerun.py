@@ -23,6 +23,8 @@ from compgen_jax.analysis.sweep_report import CLAIMS_FILE, METRICS, REPORT_FILE,
 from compgen_jax.types import ConfigError
 
 TIMING_KEYS = ("wall_s",)  # a row's seconds: never the same twice
+# A committed rerun's comparison (RESULTS/reruns/<machine>/DIFF_FILE, experiments/rerun_diff.py)
+DIFF_FILE = "rerun_diff.md"
 # The evaluation metrics a report's verdicts read (sweep_report.METRICS: OOD and ID of each).
 HEADLINE_KEYS = frozenset(k for ms in METRICS.values() for m in ms for k in (m.key, m.id_key) if k)
 SKIPPED_DIRS = (workdir_lib.CHECKPOINT_DIR, workdir_lib.TENSORBOARD_DIR, "logs", "slurm")
@@ -115,10 +117,9 @@ def compare_file(committed: str, rerun: str) -> dict:
           "headline_diff": _largest([d for d in found if headline(d[1])])[0]}
 
 
-def _claims(experiment_dir: str) -> dict:
+def _claims(experiment_dir: str) -> list[dict]:
   path = os.path.join(experiment_dir, CLAIMS_FILE)
-  records = claims_lib.read_claims(path) if os.path.exists(path) else []
-  return {r["claim"]: r for r in records}
+  return claims_lib.read_claims(path) if os.path.exists(path) else []
 
 
 def _findings(experiment_dir: str) -> str | None:
@@ -150,11 +151,11 @@ def compare_experiment(committed: str, rerun: str) -> dict:
   files = {rel: compare_file(os.path.join(committed, rel), os.path.join(rerun, rel))
            for rel in run_files(committed)}
   ours, theirs = _claims(committed), _claims(rerun)
-  verdicts = [{"claim": c, "committed": r["verdict"], "rerun": theirs[c]["verdict"],
-               "committed_ours": r["ours"], "rerun_ours": theirs[c]["ours"]}
-              for c, r in ours.items() if c in theirs]
+  pairs = claims_lib.paired(ours, theirs)
+  verdicts = [{"claim": a["claim"], "committed": a["verdict"], "rerun": b["verdict"],
+               "committed_ours": a["ours"], "rerun_ours": b["ours"]} for a, b in pairs]
   return {"files": files, "verdicts": verdicts, "report": compare_report(committed, rerun),
-          "claims_missing": sorted(set(ours) - set(theirs))}
+          "claims_missing": sorted({r["claim"] for r in ours} - {a["claim"] for a, _ in pairs})}
 
 
 def compare(committed_dir: str, rerun_dir: str, experiments: list[str] | None = None) -> dict:
