@@ -33,7 +33,8 @@ Presets:
     A second K (issue 40, item 3; registered in results/cpu/REGISTRATION.md before it ran):
     K = 4 at M in {6, 8, 10} (T 56, 162, 385), the MLP only, frac_ood per M (K4_FRACS: 3 or 4
     values, 22 runs with 2 seeds) from a one-seed pilot (M=6: OOD 0.937 at 23 of 56 tasks, 0.710
-    at 14; M=10: 0.935 at 97 of 385, 0.899 at 58; M=8 interpolated), appended after the ten K = 3 programs.
+    at 14; M=10: 0.935 at 97 of 385, 0.899 at 58; M=8 interpolated), appended after the ten
+    K = 3 programs.
   tiny: M in {5, 6} x K = 2 x {mlp, transformer}, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 
