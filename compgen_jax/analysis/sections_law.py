@@ -85,19 +85,32 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         f"and T <= {t_max}, where a power law with exponent < 1 is not told apart from other slow "
         f"growth; the paper's sub-exponential claim needs a second K (issue 40, item 3)"))
   parts += _student_comparison(rows, by)
+  # A student at two or more K is drawn per K, each with its own fit; at one K, per student.
+  many = {s for s in points if len({K for (t, _, K) in crossings if t == s}) > 1}
+  label = {key: f"{key[0]}, K={key[2]}" if key[0] in many else key[0] for key in crossings}
   per_seed = {}
-  for (student, M, K), cs in sd.per_seed_needed(rows, by).items():
-    ts, ns = per_seed.setdefault(student, ([], []))
+  for key, cs in sd.per_seed_needed(rows, by).items():
+    ts, ns = per_seed.setdefault(label[key], ([], []))
     for c in cs:
       if math.isfinite(c.x) and not c.bound:
-        ts.append(sd.num_tasks(M, K))
+        ts.append(sd.num_tasks(*key[1:]))
         ns.append(c.x)
+  if many:
+    points = {}
+    for key, c in crossings.items():
+      got = points.setdefault(label[key], ([], [], []))
+      if math.isfinite(c.x):
+        for values, v in zip(got, (sd.num_tasks(*key[1:]), c.x, c.bound), strict=True):
+          values.append(v)
+    fits = {**fits, **{name: _law(*got)[0] for name, got in points.items() if name not in fits}}
   path = figures.law_png(points, fits, os.path.join(out_dir, law_file),
                          f"training tasks needed for {metric.label} >= {sd.TARGET_OF_ID} x ID",
                          per_seed)
   parts += [md.figure(os.path.basename(path), "scaling law", f"tasks needed from the seed-mean "
                       f"curves; open markers: upper bounds; small dots: each seed's own "
-                      f"crossing; {figures.caption(seeds)} behind each curve."),
+                      f"crossing; {figures.caption(seeds)} behind each curve"
+                      + ("; a student at two or more K: a series and fit per K (the verdict's "
+                         "one line across K is in the text)." if many else ".")),
             md.figure(curves_file, "curves", f"{metric.label} (solid) and ID (dashed); "
                       f"{figures.caption(seeds)}."), "",
             md.table(["student", "M", "K", "T", "tasks needed", "fraction of T",
