@@ -155,12 +155,14 @@ def test_rerun_skips_finished_programs(two_done, sweep_file):
   sweep_dir, _ = two_done
   metrics = os.path.join(sweep_dir, "width-8", "metrics.jsonl")
   mtime = os.path.getmtime(metrics)
+  started = workdir_lib.read_index(sweep_dir)["started"]
   again = run_sweep_binary(f"--config={sweep_file}:two", f"--sweep_dir={sweep_dir}")
   assert again.returncode == 0, again.stderr[-2000:]
   assert "skip    width-8" in again.stdout and "start" not in again.stdout
   assert os.path.getmtime(metrics) == mtime
   entries = _programs(workdir_lib.read_index(sweep_dir))
   assert all(e["skipped"] and e["status"] == "done" and e["wall_s"] > 0 for e in entries.values())
+  assert workdir_lib.read_index(sweep_dir)["started"] == started  # when its rows were made
 
 
 def test_committed_rows_without_checkpoints_count_as_finished(two_done, sweep_file, tmp_path):

@@ -1,6 +1,6 @@
 """Numbers behind the sweep report: per-setting mean and spread over seeds, curves over an axis,
-the first crossing of a target and a power-law fit. Plain numpy on run rows (the rules that turn
-them into verdicts are in verdicts.py)."""
+the first crossing of a target and power-law fits (one line, or one slope across groups). Plain
+numpy on run rows (the rules that turn them into verdicts are in verdicts.py)."""
 
 import math
 from typing import NamedTuple
@@ -110,6 +110,37 @@ def fit_power_law(x, y) -> PowerLaw:
     resid = ly - (a + b * lx)
     se = float(np.sqrt(resid @ resid / (n - 2) / np.sum((lx - lx.mean()) ** 2)))
   return PowerLaw(float(b), float(np.exp(a)), se, n)
+
+
+class SharedSlope(NamedTuple):
+  exponent: float  # b in log y = a_g + b log x, one intercept a_g per group
+  exponent_se: float  # standard error of b (NaN without a residual degree of freedom)
+  dof: int  # residual degrees of freedom: points - groups - 1
+  ratios: dict  # group -> exp(a_g - a_first): y at equal x relative to the first group
+  ratio_se: dict  # group -> standard error of a_g - a_first (log scale)
+
+
+def fit_shared_slope(x, y, groups) -> SharedSlope:
+  """Least squares of log y = a_g + b log x over the positive finite pairs: one slope, one
+  intercept per group (its key sorted; the first is the reference of `ratios`)."""
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+  keys = sorted({g for g, k in zip(groups, ok, strict=True) if k})
+  g = [keys.index(gi) for gi, k in zip(groups, ok, strict=True) if k]
+  lx, ly = np.log(x[ok]), np.log(y[ok])
+  design = np.column_stack([lx, np.eye(len(keys))[g]]) if keys else np.zeros((0, 1))
+  dof = int(lx.size) - len(keys) - 1
+  if dof < 0 or np.linalg.matrix_rank(design) < design.shape[1]:
+    return SharedSlope(math.nan, math.nan, max(dof, 0), {}, {})
+  coef, *_ = np.linalg.lstsq(design, ly, rcond=None)
+  cov = np.full((design.shape[1],) * 2, math.nan)
+  if dof > 0:
+    resid = ly - design @ coef
+    cov = resid @ resid / dof * np.linalg.inv(design.T @ design)
+  ratios = {k: float(np.exp(coef[1 + i] - coef[1])) for i, k in enumerate(keys)}
+  ratio_se = {k: float(np.sqrt(cov[1 + i, 1 + i] + cov[1, 1] - 2 * cov[1, 1 + i]))
+              for i, k in enumerate(keys)}
+  return SharedSlope(float(coef[0]), float(np.sqrt(cov[0, 0])), dof, ratios, ratio_se)
 
 
 class Metric(NamedTuple):

@@ -43,7 +43,9 @@ def _now() -> str:
 
 def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
   """An index of every program of `sweep`, keeping what `previous` recorded of the same
-  command (its status, wall time, job id), wherever either sweep dir lay (_invocation)."""
+  command (its status, wall time, job id), wherever either sweep dir lay (_invocation).
+  `started` says when the sweep's rows were first made (a report sets it beside the
+  registration): `previous`'s where a finished program is kept, else now."""
   old = {entry["name"]: entry for entry in previous.get("programs", [])}
   old_dir = previous.get("sweep_dir", sweep.sweep_dir)
   entries = []
@@ -59,10 +61,12 @@ def new(sweep: Sweep, launcher: str, previous: dict) -> dict:
       entry.update({k: old[program.name].get(k) for k in ("status", "exit_code", "stage",
                                                            "wall_s", "error", "job_id")})
     entries.append(entry)
+  kept = any(entry["status"] == "done" for entry in entries)
+  started = previous.get("started") if kept and previous.get("started") else _now()
   return {"spec": sweep.spec, "name": sweep.name, "app": sweep.app, "base": sweep.base,
           "overrides": sweep.overrides, "sweep_dir": sweep.sweep_dir, "repo": REPO,
           "launcher": launcher,
-          "started": _now(), "updated": _now(), "programs": entries}
+          "started": started, "updated": _now(), "programs": entries}
 
 
 class Index:
