@@ -79,7 +79,7 @@ def test_exponent_interval_matches_linregress():
   fit = aggregate.fit_power_law(T, needed)
   ref = stats.linregress(np.log(T), np.log(needed))
   assert fit.exponent_se == pytest.approx(ref.stderr)
-  interval = verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n)
+  interval = verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n - 2)
   assert interval.high - fit.exponent == pytest.approx(stats.t.ppf(0.975, 4) * ref.stderr)
 
 

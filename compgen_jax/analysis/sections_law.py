@@ -140,7 +140,7 @@ def _across_k(relative: dict, absolute: dict, student: str, hotness: list) -> st
     shared = aggregate.fit_shared_slope([g[1] for g in got], [g[2] for g in got],
                                         [g[0] for g in got])
     judgement = verdicts.below(verdicts.exponent_interval(
-        shared.exponent, shared.exponent_se, len(got), shared.dof), 1.0)
+        shared.exponent, shared.exponent_se, shared.dof), 1.0)
     oks.append(judgement.ok)
     per_k = "; ".join(f"K = {K} alone {_law(*_points(crossings, student, K))[1].detail} "
                       f"({sum(1 for g in got if g[0] == K)} points)" for K in hotness)
@@ -160,7 +160,7 @@ def _across_k(relative: dict, absolute: dict, student: str, hotness: list) -> st
 def _ratio(shared: aggregate.SharedSlope, K: int) -> str:
   """exp(intercept_K - intercept_first) with its 95% interval (t at the fit's dof)."""
   r, se = shared.ratios.get(K, math.nan), shared.ratio_se.get(K, math.nan)
-  interval = verdicts.exponent_interval(math.log(r) if r > 0 else math.nan, se, 0, shared.dof)
+  interval = verdicts.exponent_interval(math.log(r) if r > 0 else math.nan, se, shared.dof)
   if interval is None:
     return f"{r:.2f}"
   return f"{r:.2f} [{math.exp(interval.low):.2f}, {math.exp(interval.high):.2f}]"
@@ -170,7 +170,7 @@ def _law(ts: list, ns: list, bounds: list) -> tuple[aggregate.PowerLaw, verdicts
   """The power law through the points that are not upper bounds, and 'exponent below 1'."""
   keep = [i for i, b in enumerate(bounds) if not b]
   fit = aggregate.fit_power_law([ts[i] for i in keep], [ns[i] for i in keep])
-  return fit, verdicts.below(verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n),
+  return fit, verdicts.below(verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n - 2),
                              1.0)
 
 

@@ -225,11 +225,9 @@ def seed_dips(groups: list[dict]) -> dict:
   return out
 
 
-def exponent_interval(exponent: float, se: float, n: int,
-                      dof: int | None = None) -> Interval | None:
-  """The 95% interval of a fitted slope from its standard error, t quantile at n - 2 dof (or
-  `dof`, a fit with more coefficients)."""
-  dof = n - 2 if dof is None else dof
+def exponent_interval(exponent: float, se: float, dof: int) -> Interval | None:
+  """The 95% interval of a fitted slope from its standard error, t quantile at `dof` (n - 2 for
+  a line through n points)."""
   if dof < 1 or not math.isfinite(exponent) or not math.isfinite(se):
     return None
   half = float(stats.t.ppf(0.5 + LEVEL / 2, dof) * se)

@@ -70,7 +70,7 @@ def pooled_slope(rows: list[dict]) -> verdicts.Interval | None:
   err = _kind(rows, "error")
   fit = aggregate.fit_power_law([r["resolution"] for r in err],
                                 [r["sup_error"] / (r["bound"] * r["resolution"] ** 2) for r in err])
-  return verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n)
+  return verdicts.exponent_interval(fit.exponent, fit.exponent_se, fit.n - 2)
 
 
 def rate_verdict(rows: list[dict]) -> tuple[str, verdicts.Interval | None, bool]:
