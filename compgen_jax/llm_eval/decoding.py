@@ -57,6 +57,15 @@ def stop_tokens(sp, stop_strings: Sequence[str]) -> tuple[tuple[int, ...], ...]:
   return tuple(ids for ids in (tuple(sp.encode(s)) for s in stop_strings) if ids)
 
 
+def expert_weights(step_spec, compose, weights: Sequence[float], num_experts: int
+                   ) -> np.ndarray | None:
+  """The experts' weights a composed decode uses: `weights`, else compose.lam, else all 1;
+  None for the authors' operator, which has none."""
+  if step_spec.authors:
+    return None
+  return np.asarray(weights or compose.lam or [1.0] * num_experts, np.float32)
+
+
 def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
                 prompts: list[str], stop_strings: Sequence[str],
                 gen: ml_collections.ConfigDict, compose: ml_collections.ConfigDict,
@@ -75,9 +84,7 @@ def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
   stops = stop_tokens(sp, stop_strings)
   composed = len(models) > 1
   step_spec = spec_lib.from_config(compose) if composed else spec_lib.PAPER
-  lam = None
-  if composed and not step_spec.authors:
-    lam = np.asarray(weights or compose.lam or [1.0] * (len(models) - 1), np.float32)
+  lam = expert_weights(step_spec, compose, weights, len(models) - 1) if composed else None
   run_key = rng.run_key(seed, 0)
   for idx in batches([len(e) for e in encoded[0]], gen.batch_size):
     padded = [left_pad([e[i] for i in idx], model.pad_id, gen.pad_to, gen.batch_size)

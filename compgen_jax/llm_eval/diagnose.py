@@ -57,13 +57,6 @@ def operator_alone(system: systems.System) -> bool:
                                               spec_lib.PAPER.eos)
 
 
-def weights(system: systems.System, num_experts: int) -> np.ndarray | None:
-  """The experts' weights as the decode used them (decoding.completions); None: authors'."""
-  if spec_lib.from_config(system.compose).authors:
-    return None
-  return np.asarray(system.weights or system.compose.lam or [1.0] * num_experts, np.float32)
-
-
 @functools.partial(jax.jit, static_argnames=("model",))
 def step_logps(model: Model, params: PyTree, tokens_BxL: Array, valid_BxL: Array,
                pos_BxN: Array) -> Array:
@@ -115,7 +108,8 @@ def system_rows(cfg, loaded: systems.Loaded, system: systems.System, bench: str,
                 problems: dict, rows: list[dict]) -> list[dict]:
   """A diagnostics row per scored problem of one composition on one benchmark."""
   models, params = systems.system_params(cfg, loaded, system)
-  lam_K = weights(system, len(models) - 1)
+  lam_K = decoding.expert_weights(spec_lib.from_config(system.compose), system.compose,
+                                   system.weights, len(models) - 1)
   authors = spec_lib.from_config(system.compose).authors
   eos_id, out = models[0].eos_id, []
   for start in range(0, len(rows), cfg.generate.batch_size):
