@@ -21,8 +21,8 @@ from compgen_jax.analysis import (
   sections_layers,
   sections_model,
   sweep_report,
-  verdicts,
 )
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import sections_support as support
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.tasks import combinatorics
@@ -189,7 +189,7 @@ def test_render_writes_claims_json_and_regenerates_byte_identically(tmp_path):
   claims = json.loads(raw)
   assert raw.endswith(b"\n") and raw == (json.dumps(claims, sort_keys=True, indent=1,
                                                     ensure_ascii=False) + "\n").encode()
-  assert claims and all(set(c) == set(verdicts.CLAIM_KEYS) for c in claims)
+  assert claims and all(set(c) == set(claims_table.CLAIM_KEYS) for c in claims)
   assert {c["experiment"] for c in claims} == {"data_scaling"}
   assert all(c["verdict"] in ("shown", "partial", "not shown", "not judged") for c in claims)
   assert all(isinstance(c["seeds"], int) for c in claims)

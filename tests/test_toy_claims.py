@@ -102,7 +102,7 @@ def test_letters_claims_follow_the_rules_on_planted_rows(tmp_path):
   (tmp_path / "letters").mkdir()
   for png in ("em.png", "length.png"):
     (tmp_path / "letters" / png).write_bytes(b"png")
-  (tmp_path / "letters" / "claims.json").write_text(verdicts.claims_json([exact, length, k]))
+  (tmp_path / "letters" / "claims.json").write_text(claims_table.claims_json([exact, length, k]))
   assert len(claims_table.read_claims(str(tmp_path / "letters" / "claims.json"))) == 3
 
 

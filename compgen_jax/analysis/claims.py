@@ -1,12 +1,13 @@
-"""The claims of every sweep report under a results dir, as one JSON list and one README table.
+"""The claims record (CLAIM_KEYS: `claim` makes one, `claims_json` writes a list byte-stable) and
+the claims of every report under a results dir, as one JSON list and one README table.
 
   python experiments/claims.py --results_dir=results/cpu
 
-Reads RESULTS/<experiment>/claims.json (written by each sweep report, a list of
-verdicts.CLAIM_KEYS records), validates every record before writing anything, then writes
-RESULTS/claims.json (sorted by experiment, each file's own order kept; `figure` relative to
-RESULTS) and the table between the README's claims markers (RESULTS/README.md; the markers go
-after its first heading and paragraph when missing; the rest of the README is left alone).
+Reads RESULTS/<experiment>/claims.json (written by each report, a list of CLAIM_KEYS records),
+validates every record before writing anything, then writes RESULTS/claims.json (sorted by
+experiment, each file's own order kept; `figure` relative to RESULTS) and the table between the
+README's claims markers (RESULTS/README.md; the markers go after its first heading and paragraph
+when missing; the rest of the README is left alone).
 
 A sweep rerun from scratch on another machine is committed as RESULTS/reruns/<machine>/
 <experiment>/ (its small files and report, as a sweep dir); a claim whose verdict that rerun's
@@ -18,15 +19,19 @@ import json
 import os
 
 from compgen_jax import files
+from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import readings, registration, verdicts
-from compgen_jax.analysis.sweep_report import CLAIMS_FILE
 from compgen_jax.types import ConfigError
 
+CLAIMS_FILE = workdir_lib.CLAIMS_FILE  # RESULTS/<experiment>/claims.json, and the gathered one
 README_FILE = "README.md"
 RERUNS_DIR = "reruns"  # RESULTS/reruns/<machine>/<experiment>/: a sweep rerun elsewhere
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 VERDICTS = verdicts.VERDICTS
+# composition: OOD against ID (the gap); against_paper: does our interval reach the paper's value
+CLAIM_KEYS = ("experiment", "claim", "paper", "ours", "seeds", "verdict", "figure", "note",
+              "composition", "against_paper")
 HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict",
           "composition (OOD against ID)", "against the paper's value", "figure"]
 # field -> (check, what it must be); figure may also be null
@@ -37,12 +42,29 @@ FIELDS = {"experiment": _TEXT, "claim": _TEXT, "paper": _TEXT, "ours": _TEXT, "n
                     "an integer >= 0"),
           "verdict": (lambda v: v in VERDICTS, "one of " + ", ".join(map(repr, VERDICTS))),
           "figure": (lambda v: v is None or (isinstance(v, str) and v), "a path or null")}
-assert set(FIELDS) == set(verdicts.CLAIM_KEYS)  # one format, defined with the records
+assert set(FIELDS) == set(CLAIM_KEYS)  # the validator checks exactly the record's fields
+
+
+def claim(claim_text: str, paper: str, ours: str, seeds: int, verdict: str,
+          figure: str | None = None, note: str = "", *, composition: str,
+          against_paper: str) -> dict:
+  """One claims.json record (the experiment is filled in by the report) with its two readings:
+  `composition` (OOD against ID: is it composition or fit) and `against_paper` (does our
+  interval reach the paper's value; if not, why: fit, scale or a real difference)."""
+  assert verdict in VERDICTS, verdict
+  return {"experiment": "", "claim": claim_text, "paper": paper, "ours": ours,
+          "seeds": int(seeds), "verdict": verdict, "figure": figure, "note": note,
+          "composition": composition, "against_paper": against_paper}
+
+
+def claims_json(records: list[dict]) -> str:
+  """claims.json's text, a report's or the gathered table's: sorted keys, byte-stable."""
+  return json.dumps(records, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
 def read_claims(path: str) -> list[dict]:
   """The records of one claims.json; a ConfigError naming the file, record and field if it is
-  not a list of records with exactly verdicts.CLAIM_KEYS, each of its type."""
+  not a list of records with exactly CLAIM_KEYS, each of its type."""
   try:
     with open(path) as f:
       records = json.load(f)
@@ -57,7 +79,7 @@ def read_claims(path: str) -> list[dict]:
     unknown = sorted(set(record) - set(FIELDS))
     if unknown:
       raise ConfigError(f"claims.{unknown[0]}", f"{path!r}[{i}]: unknown field; a claim has "
-                        f"{', '.join(verdicts.CLAIM_KEYS)}")
+                        f"{', '.join(CLAIM_KEYS)}")
     for field, (ok, must) in FIELDS.items():
       if field not in record:
         raise ConfigError(f"claims.{field}", f"{path!r}[{i}]: missing")
@@ -209,7 +231,7 @@ def render(results_dir: str) -> tuple[str, str]:
   if os.path.exists(os.path.join(results_dir, README_FILE)):
     with open(os.path.join(results_dir, README_FILE)) as f:
       readme = f.read()
-  return (verdicts.claims_json(claims),
+  return (claims_json(claims),
           with_table(readme, table(claims, fragile(results_dir, claims))))
 
 

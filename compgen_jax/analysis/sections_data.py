@@ -1,12 +1,13 @@
 """Report sections over the number of training tasks: data scaling per (M, K), and what the
 scaling law (sections_law.py) and the student comparison read of it: OOD / ID, tasks needed and
 their per-seed comparison. Each section takes the sweep's run rows, the metrics (primary first)
-and the output directory, and returns its markdown and its claims (verdicts.claim records)."""
+and the output directory, and returns its markdown and its claims (claims.claim records)."""
 
 import math
 import os
 
 from compgen_jax.analysis import aggregate, figures, paper, readings, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.verdicts import n_seeds
@@ -88,20 +89,20 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     note = readings.fits_note(rows, metric.id_key)
     most = [r for c in curves.values() for r in c.groups[-1].rows]
     best = max(curves.values(), key=lambda c: c.mean[-1])
-    claims += [verdicts.claim(f"{metric.label} rises monotonically with the number of training "
-                              f"tasks at every {setting}", "rises monotonically",
-                              f"{verdicts.count(rising)} ({n_seeds(seeds)})", seeds, word, fname,
-                              note, composition="at the most tasks: "
-                              + readings.composition(most, metric),
-                              against_paper=readings.paper_direction(word)),
-               verdicts.claim(f"{metric.label} approaches 1 with enough training tasks",
-                              "-> 1", f"{_span(lasts)} at the most tasks ({n_seeds(seeds)})",
-                              seeds, word_near, fname, note, composition="at the most tasks: "
-                              + readings.composition(most, metric),
-                              against_paper="best setting at the most tasks, "
-                              + readings.against_value(
-                                  aggregate.values(best.groups[-1].rows, metric.key),
-                                  aggregate.values(best.groups[-1].rows, metric.id_key), 1.0))]
+    claims += [claims_table.claim(f"{metric.label} rises monotonically with the number of training "
+                                  f"tasks at every {setting}", "rises monotonically",
+                                  f"{verdicts.count(rising)} ({n_seeds(seeds)})", seeds, word,
+                                  fname, note, composition="at the most tasks: "
+                                  + readings.composition(most, metric),
+                                  against_paper=readings.paper_direction(word)),
+               claims_table.claim(f"{metric.label} approaches 1 with enough training tasks",
+                                  "-> 1", f"{_span(lasts)} at the most tasks ({n_seeds(seeds)})",
+                                  seeds, word_near, fname, note, composition="at the most tasks: "
+                                  + readings.composition(most, metric),
+                                  against_paper="best setting at the most tasks, "
+                                  + readings.against_value(
+                                      aggregate.values(best.groups[-1].rows, metric.key),
+                                      aggregate.values(best.groups[-1].rows, metric.id_key), 1.0))]
     if any(k == "student.mlp.width" for k, _ in models):
       parts.append(_width_trend(rows, metric, fname, claims))
     parts += ["", md.table(["M", "K", *(name for _, name in models), "points", "seeds", "rises",
@@ -144,12 +145,12 @@ def _width_trend(rows: list[dict], metric: Metric, fname: str, claims: list) -> 
          for c in curves.values() if len(c.x) > 1]
   seeds = min((c.seeds for c in curves.values() if len(c.x) > 1), default=0)
   word = verdicts.overall(oks)
-  claims.append(verdicts.claim(f"{metric.label} rises with the student's width (at each "
-                               f"(M, K, n_train) with several widths)", "rises",
-                               f"{verdicts.count(oks)} ({n_seeds(seeds)})", seeds, word, fname,
-                               readings.fits_note(rows, metric.id_key),
-                               composition=readings.composition(rows, metric),
-                               against_paper=readings.paper_direction(word)))
+  claims.append(claims_table.claim(f"{metric.label} rises with the student's width (at each "
+                                   f"(M, K, n_train) with several widths)", "rises",
+                                   f"{verdicts.count(oks)} ({n_seeds(seeds)})", seeds, word, fname,
+                                   readings.fits_note(rows, metric.id_key),
+                                   composition=readings.composition(rows, metric),
+                                   against_paper=readings.paper_direction(word)))
   return md.verdict(f"{metric.label} rises with width at every (M, K, n_train) with several "
                     f"widths", word, verdicts.count(oks))
 

@@ -16,6 +16,7 @@ from compgen_jax.analysis import (
   sections_data,
   verdicts,
 )
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.sections_model import GENERALIZES, INPUT_DECODER, TASK_DECODER
@@ -55,7 +56,7 @@ def encoding_table(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     checks.append(md.judged(f"{enc}: z decodable from the hidden layers (task decoder R^2 >= "
                             f"{GENERALIZES})", dec))
     ours = {k: md.mean_sd(*v[:2]) for k, v in stats.items()}
-    claims.append(verdicts.claim(
+    claims.append(claims_table.claim(
         f"{name}: generalizes (OOD R^2 >= {GENERALIZES}) with z decodable from the hidden "
         f"layers (task decoder R^2 >= {GENERALIZES})",
         f"OOD {p_ood:.2f}, task decoder {p_task:.2f}, input decoder {p_input:.2f}",

@@ -17,6 +17,7 @@ from compgen_jax.analysis import (
   sections_model,
   verdicts,
 )
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 
@@ -82,9 +83,9 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   text = "task decodability correlates strongly with {} at fixed fit ({})"
   if not rows:
     return "No per-layer probes in this sweep's workdirs: re-run it with `--probe`.", [
-        verdicts.claim(text.format(metric.label, "no probes"), "strong correlation (R^2 > "
-                       "0.95)", "-", 0, verdicts.NOT_JUDGED, None, "no probes",
-                       composition="no probes", against_paper="no probes")]
+        claims_table.claim(text.format(metric.label, "no probes"), "strong correlation (R^2 > "
+                           "0.95)", "-", 0, verdicts.NOT_JUDGED, None, "no probes",
+                           composition="no probes", against_paper="no probes")]
   not_fixed = fixed(rows, metric.id_key)
   fit = _fit(rows, metric)
   parts = [md.claim(paper.CLAIMS["decodability"].rstrip(".") + " (R^2 > 0.95)."),
@@ -116,7 +117,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
               f"{correlations.text(gap)}",
               md.judged(f"{label}: strong positive correlation given ID (partial r)", judged)]
     fname = f"decodability_fit_{key.split('/')[1]}_{metric.slug}.png"
-    claims.append(verdicts.claim(
+    claims.append(claims_table.claim(
         text.format(metric.label, label), "strong correlation (R^2 > 0.95)",
         f"Pearson {correlations.text(plain)}; given ID: {correlations.text(given)}",
         sections_model.seeds(rows, metric), word, fname, not_fixed or fit,

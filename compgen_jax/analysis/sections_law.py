@@ -8,6 +8,7 @@ import math
 import os
 
 from compgen_jax.analysis import aggregate, figures, paper, readings, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import sections_data as sd
 from compgen_jax.analysis.aggregate import Metric
@@ -71,7 +72,7 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                             f"so the fraction of tasks needed falls as T grows; relative and "
                             f"absolute targets both)", word, f"{law}; {law_abs}"))
     t_max = max(ts, default=0)
-    claims.append(verdicts.claim(
+    claims.append(claims_table.claim(
         f"{student}: training tasks needed grow sub-exponentially (power law in T with "
         f"exponent < 1)", "sub-exponential", f"{law}; {law_abs}", seeds, word, law_file,
         f"targets {metric.label} / ID >= {sd.TARGET_OF_ID} and {metric.label} >= "

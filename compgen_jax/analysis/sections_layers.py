@@ -8,6 +8,7 @@ import os
 import re
 
 from compgen_jax.analysis import aggregate, figures, load, readings, sections_model, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 
@@ -36,9 +37,9 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
           and hidden_layers([r])]
   claim_text = ("identity-encoded runs that fail lose the constituents in deeper layers")
   if not rows:
-    return "", [verdicts.claim(claim_text, "lost in deeper layers", "-", 0, verdicts.NOT_JUDGED,
-                               None, "no per-layer probes of identity-encoded runs",
-                               composition="-", against_paper="-")]
+    return "", [claims_table.claim(claim_text, "lost in deeper layers", "-", 0, verdicts.NOT_JUDGED,
+                                   None, "no per-layer probes of identity-encoded runs",
+                                   composition="-", against_paper="-")]
   bar = sections_model.GENERALIZES
   fitted = readings.fitted_architectures(rows, metric.id_key)
   inside = [r for rs in fitted.values() for r in rs]
@@ -108,16 +109,16 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                      "OOD probe R^2 of z per hidden layer (mean ± s.d. over runs)"], body),
            md.figure(fname, "per-layer decodability", f"one panel per architecture; mean ± "
                      f"s.d. over runs ({counts}); error bars only with >= 2 runs.")]
-  claim = verdicts.claim(claim_text, "lost in deeper layers",
-                         f"failing runs, last vs first hidden layer: {md.word(loses.ok)} "
-                         f"({loses.detail}); last layer, failing vs succeeding: "
-                         f"{md.word(lower.ok)} ({lower.detail})",
-                         sections_model.seeds(rows, metric), word, fname,
-                         untestable or counts,
-                         composition=f"groups inside the fitted architectures ({archs}) by "
-                         f"absolute OOD >= {bar}: " + (
-                             readings.composition(groups["failing"], metric) + " (failing)"
-                             if groups["failing"] else "no failing run"),
-                         against_paper=readings.paper_direction(word)
-                         + "; graded data at fixed fit: the decodability_fit sweep")
+  claim = claims_table.claim(claim_text, "lost in deeper layers",
+                             f"failing runs, last vs first hidden layer: {md.word(loses.ok)} "
+                             f"({loses.detail}); last layer, failing vs succeeding: "
+                             f"{md.word(lower.ok)} ({lower.detail})",
+                             sections_model.seeds(rows, metric), word, fname,
+                             untestable or counts,
+                             composition=f"groups inside the fitted architectures ({archs}) by "
+                             f"absolute OOD >= {bar}: " + (
+                                 readings.composition(groups["failing"], metric) + " (failing)"
+                                 if groups["failing"] else "no failing run"),
+                             against_paper=readings.paper_direction(word)
+                             + "; graded data at fixed fit: the decodability_fit sweep")
   return "\n".join(parts), [claim]

@@ -1,7 +1,7 @@
 """Report sections over model settings: model size and decodability vs generalization (the
 encoding table and the encoding-nonlinearity check: sections_encodings.py). Each takes the
 sweep's run rows, the metrics (primary first) and the output directory, and returns its
-markdown and its claims (verdicts.claim records)."""
+markdown and its claims (claims.claim records)."""
 
 import math
 import os
@@ -17,6 +17,7 @@ from compgen_jax.analysis import (
   sections_data,
   verdicts,
 )
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.verdicts import n_seeds
@@ -73,11 +74,11 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
       word = verdicts.overall(oks)
       parts.append(md.verdict(f"{metric.label} rises with {axis} at every {over}", word,
                               verdicts.count(oks)))
-      claims.append(verdicts.claim(f"{metric.label} rises with the student's {axis}, for "
-                                   f"every encoding", "rises", f"{verdicts.count(oks)} "
-                                   f"({n_seeds(seeds)})", seeds, word, fname, note,
-                                   composition=readings.composition(rows, metric),
-                                   against_paper=readings.paper_direction(word)))
+      claims.append(claims_table.claim(f"{metric.label} rises with the student's {axis}, for "
+                                       f"every encoding", "rises", f"{verdicts.count(oks)} "
+                                       f"({n_seeds(seeds)})", seeds, word, fname, note,
+                                       composition=readings.composition(rows, metric),
+                                       against_paper=readings.paper_direction(word)))
     parts += ["", md.table(["encoding", "at", "over", "seeds", "rises",
                             "detail (95% intervals)", "gain per doubling (last)",
                             f"width to {GENERALIZES} (extrapolated)"], table)]
@@ -141,7 +142,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   from a bootstrap over (program, seed) clusters."""
   if not any(TASK_DECODER in r for r in rows):
     return ("No probes in this sweep's workdirs: re-run the sweep command with `--probe` "
-            "(finished programs are only probed) for this section."), [verdicts.claim(
+            "(finished programs are only probed) for this section."), [claims_table.claim(
                 "task decodability correlates strongly with OOD performance", "strong", "-", 0,
                 verdicts.NOT_JUDGED, None, "no probes", composition="no probes",
                 against_paper="no probes")]
@@ -184,7 +185,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
           if math.isfinite(inp.r) else f"undefined (no spread or too few runs, n = {inp.n})"))
     fname = f"decodability_{metric.slug}.png"
     reaches = math.isfinite(plain.r) and plain.high >= DECODABILITY_R
-    claims.append(verdicts.claim(
+    claims.append(claims_table.claim(
         f"task decodability correlates strongly with {metric.label} across runs",
         "strong correlation (R^2 > 0.95)",
         f"Pearson {correlations.text(plain)}; given ID: {correlations.text(given)}",

@@ -9,6 +9,7 @@ import os
 
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, figures, paper, readings, sections_data, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.analysis.verdicts import n_seeds
@@ -73,7 +74,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
                               f"number of training tasks ({programs[tf][1]:,} parameters)",
                               word, f"{verdicts.count(oks)} numbers of training tasks"))
       seeds = min(curves[(tf,)].seeds, curves[(mlp,)].seeds)
-      claims.append(verdicts.claim(
+      claims.append(claims_table.claim(
           f"{metric.label}: the transformer is more data-efficient than the MLP at matched "
           f"parameters ({programs[tf][1]:,} vs {programs[mlp][1]:,})", "transformer higher",
           f"{verdicts.count(oks)} numbers of training tasks ({n_seeds(seeds)})", seeds, word,
@@ -95,7 +96,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
       parts.append(md.verdict(f"the transformer needs clearly fewer training tasks than the "
                               f"MLP to reach {metric.label} >= {sections_data.TARGET_OF_ID} x "
                               f"ID ({programs[tf][1]:,} parameters)", word, ours))
-      claims.append(verdicts.claim(
+      claims.append(claims_table.claim(
           f"the transformer needs fewer training tasks than the MLP to reach {metric.label} / "
           f"ID >= {sections_data.TARGET_OF_ID} ({programs[tf][1]:,} vs {programs[mlp][1]:,} "
           f"parameters)", "fewer tasks needed", f"{ours} ({n_seeds(seeds)})", seeds, word,

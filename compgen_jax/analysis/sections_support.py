@@ -4,6 +4,7 @@ each strategy set against the baseline the paper compares it with."""
 import os
 
 from compgen_jax.analysis import aggregate, figures, paper, readings, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis.aggregate import Group, Metric
 from compgen_jax.analysis.verdicts import n_seeds
@@ -65,7 +66,7 @@ def _verdicts(groups: list[Group], metric: Metric, fname: str) -> tuple[list[str
                             "; ".join(details)))
     seeds = min(min(g.n, b.n) for g, b in pairs)
     gap = "; ".join(f"{_label(g)}: " + _gap_text(g, b, metric) for g, b in pairs)
-    claims.append(verdicts.claim(
+    claims.append(claims_table.claim(
         f"{metric.label}: {strategy} support {'hurts' if hurts else 'does not hurt'} "
         f"(vs {base})", "hurts" if hurts else "does not hurt",
         "; ".join(f"{_label(g)}: {md.mean_sd(g.mean, g.sd)} vs {md.mean_sd(b.mean, b.sd)}"

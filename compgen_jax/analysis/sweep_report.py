@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from compgen_jax import files
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import (
   load,
   paper,
@@ -28,7 +29,6 @@ from compgen_jax.analysis import (
   sections_steps,
   sections_students,
   setting,
-  verdicts,
 )
 from compgen_jax.analysis import markdown as md
 from compgen_jax.analysis import sections_support as support
@@ -240,7 +240,7 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
 
 def write_claims(out_dir: str, claims: list[dict]) -> str:
   """CLAIMS_FILE: the sections' claims as a JSON list, sorted keys, byte-stable."""
-  return files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(claims))
+  return files.write_text(os.path.join(out_dir, CLAIMS_FILE), claims_table.claims_json(claims))
 
 
 def write_report(sweep_dir: str, out_dir: str | None = None) -> str:

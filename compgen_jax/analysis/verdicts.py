@@ -1,11 +1,10 @@
 """The sweep report's rules for saying yes, one mechanism for every section: comparisons of seed
 means by 95% Welch t-intervals, rises within the seeds' noise (pooled along the curve), fitted
-exponents with their t-interval, Holm over a claim's comparisons, and the claims.json records
-(correlations: correlations.py; the readings beside each verdict: readings.py).
+exponents with their t-interval and Holm over a claim's comparisons (correlations:
+correlations.py; the readings beside each verdict: readings.py; the claims.json records: claims.py).
 
 A judgement is True (yes), False (no) or None (not judged: too few seeds, runs or points)."""
 
-import json
 import math
 from typing import NamedTuple
 
@@ -22,9 +21,6 @@ CORRELATION_BAR = 0.5  # a strong correlation: the interval's lower end at least
 SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED = "shown", "partial", "not shown", "not judged"
 NOT_TESTABLE = "not testable here"  # the runs cannot tell the claim either way (reason beside)
 VERDICTS = (SHOWN, PARTIAL, NOT_SHOWN, NOT_JUDGED, NOT_TESTABLE)
-# composition: OOD against ID (the gap); against_paper: does our interval reach the paper's value
-CLAIM_KEYS = ("experiment", "claim", "paper", "ours", "seeds", "verdict", "figure", "note",
-              "composition", "against_paper")
 
 RULES = {
     "seeds": f"a comparison of two settings needs >= {MIN_SEEDS} seeds in each, else it is not "
@@ -285,19 +281,3 @@ def count(judgements: list) -> str:
   yes, none = sum(ok is True for ok in oks), sum(ok is None for ok in oks)
   return f"{yes} of {len(oks)} yes" + (f", {none} not judged" if none else "")
 
-
-def claim(claim_text: str, paper: str, ours: str, seeds: int, verdict: str,
-          figure: str | None = None, note: str = "", *, composition: str,
-          against_paper: str) -> dict:
-  """One claims.json record (the experiment is filled in by the report) with its two readings:
-  `composition` (OOD against ID: is it composition or fit) and `against_paper` (does our
-  interval reach the paper's value; if not, why: fit, scale or a real difference)."""
-  assert verdict in VERDICTS, verdict
-  return {"experiment": "", "claim": claim_text, "paper": paper, "ours": ours,
-          "seeds": int(seeds), "verdict": verdict, "figure": figure, "note": note,
-          "composition": composition, "against_paper": against_paper}
-
-
-def claims_json(records: list[dict]) -> str:
-  """claims.json's text, a sweep's or the gathered table's: sorted keys, byte-stable."""
-  return json.dumps(records, sort_keys=True, indent=1, ensure_ascii=False) + "\n"

@@ -7,6 +7,7 @@ verdicts are post hoc, and each row says so."""
 import math
 
 from compgen_jax.analysis import aggregate, correlations, readings, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.images import analysis
 
 EXPERIMENT = "images"
@@ -75,7 +76,7 @@ def rises_claim(rows: list[dict], figure: str) -> dict:
            f"{_interval(aggregate.values(at_proto[best], analysis.SUCCESS))} ({best}), ID "
            f"success {_interval(aggregate.values(at_proto[best], 'id/success'))}"
            if at_proto[best] else "")
-  return verdicts.claim(
+  return claims_table.claim(
       f"held-out composition success rises with coverage (the fraction of combinations "
       f"trained), at every width; {POST_HOC}",
       "rises (the paper's data-scaling claim; its image section, on large text-to-image "
@@ -108,7 +109,7 @@ def decodability_claim(rows: list[dict], figure: str) -> dict:
              f"the paper gives a direction, no value: not judged here, {given.clusters} "
              f"(program, seed) clusters, fewer than {correlations.MIN_CLUSTERS} (a seed's runs "
              f"share their run key, and so their split draws, across coverages and widths)")
-  return verdicts.claim(
+  return claims_table.claim(
       f"decodability of the prompt's constituents ({DECODABILITY}) correlates with held-out "
       f"composition success across runs; {POST_HOC}",
       "correlated (the paper's image section: probes on a text-to-image model's activations)",

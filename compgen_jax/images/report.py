@@ -13,7 +13,8 @@ import numpy as np  # noqa: E402
 
 from compgen_jax import files  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
-from compgen_jax.analysis import figures, registration, verdicts  # noqa: E402
+from compgen_jax.analysis import claims as claims_table  # noqa: E402
+from compgen_jax.analysis import figures, registration  # noqa: E402
 from compgen_jax.analysis.markdown import table, text_cell  # noqa: E402
 from compgen_jax.images import analysis  # noqa: E402
 from compgen_jax.images import claims as claims_lib  # noqa: E402
@@ -157,5 +158,5 @@ def write(workdir: str, out_dir: str | None = None) -> str:
                  [[text_cell(c["claim"]), f"**{c['verdict']}**", text_cell(c["ours"]),
                    text_cell(c["composition"]), text_cell(c["against_paper"])] for c in found]),
            ""]
-  files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(found))
+  files.write_text(os.path.join(out_dir, CLAIMS_FILE), claims_table.claims_json(found))
   return files.write_text(os.path.join(out_dir, REPORT_FILE), "\n".join(text))

@@ -9,6 +9,7 @@ from collections import defaultdict
 import numpy as np
 
 from compgen_jax.analysis import aggregate, readings, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis.sections_data import NEAR_ONE
 from compgen_jax.letters.report_rows import number
 
@@ -125,7 +126,7 @@ def exact_claim(runs: dict) -> dict:
           f"{min(means):.3f} to {max(means):.3f}, at >= {NEAR_ONE}: {verdicts.count(judgements)}; "
           f"the authors' own setting ({own[0] if own else '-'}): {_interval(own_em)}"
           if judgements else "no runs of the authors preset")
-  return verdicts.claim(
+  return claims_table.claim(
       f"two experts composed over the identity model apply both substitutions at once "
       f"(held-out strings of length {TRAINED_LENGTH}), at the authors' setting; {POST_HOC}",
       "100 % (the authors' six strings; A>B with C>D, A>K with M>B)", ours,
@@ -143,7 +144,7 @@ def length_claim(runs: dict) -> dict:
   own = _own(runs)
   untrained = range(TRAINED_LENGTH + 1, 33)
   if not own or not own[1].get("length"):
-    return verdicts.claim(
+    return claims_table.claim(
         f"the composition keeps exact match at every length 1-32 (trained at {TRAINED_LENGTH}), "
         f"at the authors' setting; {POST_HOC}", "100 % at every length 1..31 (a third party)",
         "no length rows at the authors' own setting", 0, verdicts.NOT_JUDGED, LENGTH_PNG,
@@ -165,7 +166,7 @@ def length_claim(runs: dict) -> dict:
           f"{_interval(p['ood'] for p in pseudo)}"
           + (f" (with flax's init, {flax[0]}: {_interval(p['ood'] for p in contrast)})"
              if contrast else ""))
-  return verdicts.claim(
+  return claims_table.claim(
       f"the composition keeps exact match at every length 1-32 (trained at {TRAINED_LENGTH}), "
       f"at the authors' setting; {POST_HOC}", "100 % at every length 1..31 (a third party)",
       ours, min((len(v) for v in comp.values()), default=0), verdicts.overall(judgements),
@@ -186,9 +187,9 @@ def k_claim(runs: dict) -> dict:
           f"authors' setting; {POST_HOC}")
   paper = "quality drops sharply with more than two experts (its LLMs; put down to unstable EOS)"
   if 2 not in groups or not any(k > 2 for k in groups):
-    return verdicts.claim(text, paper, "no k-experts rows with k = 2 and k > 2 at the authors' "
-                          "setting", 0, verdicts.NOT_JUDGED, None, RULES["k"].replace("**", ""),
-                          composition="no k-experts rows", against_paper="no k-experts rows")
+    return claims_table.claim(text, paper, "no k-experts rows with k = 2 and k > 2 at the authors' "
+                              "setting", 0, verdicts.NOT_JUDGED, None, RULES["k"].replace("**", ""),
+                              composition="no k-experts rows", against_paper="no k-experts rows")
   two = _by_seed(groups[2])
   judgements = [verdicts.lower(_by_seed(groups[k]), two) for k in sorted(groups) if k > 2]
   verdict = verdicts.overall(judgements)
@@ -197,7 +198,7 @@ def k_claim(runs: dict) -> dict:
   ours = ("exact match by k: " + ", ".join(f"{k}: {_interval(_by_seed(rs).values())}"
                                            for k, rs in sorted(groups.items()))
           + f"; k > 2 clearly below k = 2: {verdicts.count(judgements)}")
-  return verdicts.claim(
+  return claims_table.claim(
       text, paper, ours, min(len(rs) for rs in groups.values()), verdict, None,
       RULES["k"].replace("**", "") + " Comparisons: " + "; ".join(
           f"k = {k}: {j.detail}" for k, j in zip(sorted(k for k in groups if k > 2), judgements,

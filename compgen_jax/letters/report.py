@@ -19,7 +19,8 @@ import numpy as np  # noqa: E402
 
 from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
-from compgen_jax.analysis import figures, registration, verdicts  # noqa: E402
+from compgen_jax.analysis import claims as claims_table  # noqa: E402
+from compgen_jax.analysis import figures, registration  # noqa: E402
 from compgen_jax.analysis.markdown import table, text_cell  # noqa: E402
 from compgen_jax.letters import claims as claims_lib  # noqa: E402
 from compgen_jax.letters import report_rows as rows_lib  # noqa: E402
@@ -237,7 +238,7 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   separation_png(runs, os.path.join(out_dir, SEPARATION_PNG))
   length_png(runs, os.path.join(out_dir, LENGTH_PNG))
   files.write_text(os.path.join(out_dir, CLAIMS_FILE),
-                   verdicts.claims_json(claims_lib.claims(runs)))
+                   claims_table.claims_json(claims_lib.claims(runs)))
   return files.write_text(os.path.join(out_dir, REPORT_FILE),
                           render(runs, results_dir, notes, passes))
 

@@ -16,6 +16,7 @@ import numpy as np
 from compgen_jax import files, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import aggregate, readings, registration, verdicts
+from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis.markdown import table
 from compgen_jax.theory import plots
 
@@ -144,7 +145,7 @@ def claims(rows: list[dict]) -> list[dict]:
   verdict, interval, within = rate_verdict(rows)
   slope_text = interval.text() if interval else "-"
   pooled = pooled_slope(rows)
-  rate = verdicts.claim(
+  rate = claims_table.claim(
       "The constructed network's sup error falls as N^-2 and stays under the bound "
       "||Omega||_inf * I * R^2 / (2 N^2)",
       "Theorem 3.1: sup error <= ||Omega||_inf I R^2 / (2 N^2) (verify numerically: error ~ N^-2)",
@@ -163,7 +164,7 @@ def claims(rows: list[dict]) -> list[dict]:
           f"{count[0]['neurons'] - count[0]['num_modules']} (slope {c_slope:.3f} per module); "
           f"max measured sup error {max(r['sup_error'] for r in count):.2g} <= eps"
           if count else "-")
-  neurons = verdicts.claim(
+  neurons = claims_table.claim(
       "The construction needs O(M + 1/sqrt(eps)) neurons, the products part independent of M",
       "Theorem 3.1: 2*I*H*N + H hidden units in layer 1, H in layer 2; total O(M + 1/sqrt(eps))",
       ours, len(count), c_verdict, COUNT_PNG,
@@ -265,6 +266,6 @@ def write_report(results_dir: str, out_dir: str | None = None) -> str:
   notes = open(notes_path).read().strip() if os.path.exists(notes_path) else ""
   plots.error_vs_resolution(rows, os.path.join(out_dir, ERROR_PNG))
   plots.neurons_vs_modules(rows, os.path.join(out_dir, COUNT_PNG))
-  files.write_text(os.path.join(out_dir, CLAIMS_FILE), verdicts.claims_json(claims(rows)))
+  files.write_text(os.path.join(out_dir, CLAIMS_FILE), claims_table.claims_json(claims(rows)))
   return files.write_text(os.path.join(out_dir, REPORT_FILE), render(cfg, rows, notes))
 
