@@ -114,6 +114,14 @@ def test_a_second_seeds_stages_score_its_experts_and_the_report_pools_both(study
   assert "| funcs (n=4, 2 seeds) |" in text and "2 seeds of expert fine-tuning (0, 1)" in text
   assert "| expert against the background, own skill | funcs | funcs | base |" in text
   assert "| funcs | base | " in text.split("Accuracy (%) per seed")[1]
+  # experiments/report.py --dir rewrites the seed's report and the split's from their rows
+  paths = [os.path.join(d, workdir_lib.REPORT_FILE) for d in (seed_dir, pipeline.score_dir(
+      copy, "test"))]
+  before = [open(p).read() for p in paths]
+  for p in paths:
+    os.remove(p)
+  assert apps.of_report_dir(copy).report(copy) == paths[1]
+  assert [open(p).read() for p in paths] == before
 
 
 def test_a_finished_study_skips_every_stage(study, capsys):
