@@ -113,15 +113,20 @@ def _llm_report(directory: str, out_dir: str | None = None) -> str:
 
 def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
   """Each score stage's report.md (llm_eval's, from its summary rows and its diagnostics
-  stage's rows); the first one's path."""
+  stage's rows): each seed's past 0 (score_<split>/seed_<s>/), then each split's over every
+  seed; the first split's path."""
   if out_dir not in (None, directory):
     raise ConfigError("out", "an llm_study report is written into its score workdirs")
+  from compgen_jax.llm_eval import comparisons
   from compgen_jax.llm_study import pipeline
   cfg = workdir_lib.load_config(directory)
-  found = [os.path.join(directory, pipeline.score_name(s)) for s in cfg.study.splits]
+  found = [pipeline.score_dir(directory, s) for s in cfg.study.splits]
   found = [d for d in found if os.path.isfile(os.path.join(d, workdir_lib.SUMMARY_FILE))]
   if not found:
     raise ConfigError("dir", f"{directory!r} has no scored split yet (run the study first)")
+  for d in found:
+    for seed in comparisons.seeds_of(d)[1:]:
+      _llm_report(comparisons.seed_dir(d, seed))
   return [_llm_report(d) for d in found][0]
 
 

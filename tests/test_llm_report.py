@@ -65,11 +65,10 @@ COMMITTED = sorted(os.path.dirname(p) for pattern in ("*", os.path.join("*", "*"
 
 @pytest.mark.parametrize("workdir", COMMITTED, ids=lambda p: os.path.relpath(p, REPO))
 def test_committed_llm_reports_regenerate_byte_for_byte(workdir, tmp_path):
-  """From the summary rows, and the evaluate pass's rows where it ran."""
-  for name in (workdir_lib.SUMMARY_FILE, workdir_lib.DIAGNOSTICS_SUMMARY_FILE,
-               workdir_lib.PREDICTORS_FILE):
-    if os.path.isfile(os.path.join(workdir, name)):
-      shutil.copy(os.path.join(workdir, name), tmp_path)
-  path = report.rewrite(str(tmp_path))
+  """From the summary and per-problem rows, and the evaluate pass's rows where it ran."""
+  copy = str(tmp_path / "w")
+  shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns(
+      workdir_lib.REPORT_FILE, "*.png", workdir_lib.CONFIG_FILE, workdir_lib.DIAGNOSTICS_FILE))
+  path = report.rewrite(copy)
   with open(path) as new, open(os.path.join(workdir, workdir_lib.REPORT_FILE)) as old:
     assert new.read() == old.read()

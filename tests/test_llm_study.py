@@ -25,6 +25,8 @@ from tests.helpers import load_config
 pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("llm_study")]
 
 BODY = "    return sum(xs)\n"
+# two seeds of each expert, each scored and diagnosed in its own stages, the background once
+SEEDS = {"study.seeds": 2, "experts.arith.num_seeds": 2, "experts.funcs.num_seeds": 2}
 
 
 def _planted(cfg, split: str, n: int, rand: random.Random) -> list[dict]:
@@ -58,8 +60,9 @@ def study(tmp_path_factory):
   return cfg, workdir, summary
 
 
-def _accuracy(workdir: str, system: str) -> float:
-  rows = metric_writer.read_rows(os.path.join(workdir, "score_test", "funcs", f"{system}.jsonl"))
+def _accuracy(workdir: str, system: str, seed: int = 0) -> float:
+  rows = metric_writer.read_rows(os.path.join(pipeline.score_dir(workdir, "test", seed), "funcs",
+                                              f"{system}.jsonl"))
   return sum(bool(r["correct"]) for r in rows) / len(rows), rows
 
 
@@ -82,6 +85,43 @@ def test_the_planted_skill_survives_every_stage_and_the_composition(study):
       os.path.join(workdir, pipeline.STAGES_FILE))]
   assert stages == ["data", "background", "expert_arith", "expert_funcs", "score_test",
                     "diagnose_test"]
+
+
+def test_a_second_seeds_stages_score_its_experts_and_the_report_pools_both(study, tmp_path):
+  """The seed-1 stages of a 2-seed study, run on a copy of the finished study whose experts'
+  seed 1 is a copy of seed 0 (training a second seed doubles the fixture's funcs expert,
+  8.8 -> 16.2 s: the stages are what is tested here). Greedy decoding of the same models
+  gives seed 1 the rows of seed 0; the background is not decoded again."""
+  cfg, workdir, _ = study
+  copy = str(tmp_path / "study")
+  shutil.copytree(workdir, copy)
+  two = load_config("llm_study", "test", **SEEDS)
+  for skill in two.experts:
+    shutil.copytree(pipeline.model_dirs(cfg, copy)[skill], pipeline.model_dirs(two, copy, 1)[skill])
+  stages = pipeline.stages(two, copy)
+  assert [s.name for s in stages[-2:]] == ["score_test_seed1", "diagnose_test_seed1"]
+  for stage in stages[-2:]:
+    stage.run()
+  seed_dir = pipeline.score_dir(copy, "test", 1)
+  assert not os.path.exists(os.path.join(seed_dir, "funcs", "base.jsonl"))
+  assert workdir_lib.load_config(seed_dir).models.funcs.endswith("expert_funcs/export/seed_1")
+  for system in ("funcs", "composed"):
+    first, second = (sorted((r["id"], r["correct"]) for r in _accuracy(copy, system, s)[1])
+                     for s in (0, 1))
+    assert first == second
+  assert os.path.isfile(os.path.join(seed_dir, workdir_lib.PREDICTORS_FILE))
+  text = open(os.path.join(pipeline.score_dir(copy, "test"), workdir_lib.REPORT_FILE)).read()
+  assert "| funcs (n=4, 2 seeds) |" in text and "2 seeds of expert fine-tuning (0, 1)" in text
+  assert "| expert against the background, own skill | funcs | funcs | base |" in text
+  assert "| funcs | base | " in text.split("Accuracy (%) per seed")[1]
+  # experiments/report.py --dir rewrites the seed's report and the split's from their rows
+  paths = [os.path.join(d, workdir_lib.REPORT_FILE) for d in (seed_dir, pipeline.score_dir(
+      copy, "test"))]
+  before = [open(p).read() for p in paths]
+  for p in paths:
+    os.remove(p)
+  assert apps.of_report_dir(copy).report(copy) == paths[1]
+  assert [open(p).read() for p in paths] == before
 
 
 def test_a_finished_study_skips_every_stage(study, capsys):
@@ -139,6 +179,8 @@ def test_report_rewrites_each_scored_splits_report_from_its_rows(study):
     ({"background.train.num_steps": 0}, "background.train.num_steps"),
     ({"data.arith.num_train": 0}, "data.arith.num_train"),
     ({"study.splits": ("train",)}, "study.splits"),
+    ({"study.seeds": 0}, "study.seeds"),
+    ({"study.seeds": 2}, "experts.arith.num_seeds"),  # the test preset trains one seed
     ({"score.compositions.composed": ("arith", "poems")}, "score.compositions.composed"),
     # gated: no composition for the diagnose stage
     ({"score.compose.gate": "kl"}, "score.systems"),
@@ -156,3 +198,21 @@ def test_a_changed_section_is_refused_not_read_stale(study, tmp_path):
   # the study's own config.json names the change first
   with pytest.raises(ConfigError, match="experts.funcs.train.num_steps"):
     pipeline.run(changed, workdir)
+
+
+def test_each_expert_seed_is_scored_in_its_own_stages_the_background_once():
+  seeds = {"study.seeds": 2, "experts.arith.num_seeds": 2, "experts.funcs.num_seeds": 2}
+  cfg = load_config("llm_study", "test", **seeds)
+  pipeline.validate(cfg)
+  by_name = {s.name: s for s in pipeline.stages(cfg, "/w")}
+  assert list(by_name)[-4:] == ["score_test", "diagnose_test", "score_test_seed1",
+                                "diagnose_test_seed1"]
+  first, second = by_name["score_test"], by_name["score_test_seed1"]
+  assert (first.workdir, second.workdir) == ("/w/score_test", "/w/score_test/seed_1")
+  assert by_name["diagnose_test_seed1"].workdir == second.workdir
+  assert first.config.systems == cfg.score.systems
+  assert second.config.systems == tuple(s for s in cfg.score.systems if s != "base")
+  for skill in ("arith", "funcs"):
+    assert first.config.models[skill] == f"/w/expert_{skill}/export/seed_0"
+    assert second.config.models[skill] == f"/w/expert_{skill}/export/seed_1"
+  assert first.config.models.base == second.config.models.base == "/w/background/export/seed_0"

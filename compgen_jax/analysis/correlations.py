@@ -22,6 +22,19 @@ MIN_CLUSTERS = 10
 MIN_CLASS = 5
 
 
+def resample_counts(n: int, rng: np.random.Generator, draws: int = BOOTSTRAP_DRAWS
+                    ) -> np.ndarray:
+  """[draws, n] bootstrap resamples of n items as counts (how often each item is drawn)."""
+  picks = rng.integers(0, n, size=(draws, n))
+  return np.stack([np.bincount(p, minlength=n) for p in picks])
+
+
+def percentile_interval(draws: np.ndarray) -> tuple[float, float]:
+  """The LEVEL percentile interval of a statistic's bootstrap draws."""
+  low, high = np.quantile(draws, [(1 - verdicts.LEVEL) / 2, (1 + verdicts.LEVEL) / 2])
+  return float(low), float(high)
+
+
 class Correlation(NamedTuple):
   r: float
   low: float
@@ -76,9 +89,7 @@ def clustered(x, y, clusters: list, covariates=None) -> Correlation:
   # of every resample comes at once from its weighted covariance matrix S of [x, y, c]: the
   # covariance of x and y given c is S_xy - S_xc S_cc^-1 S_cy (only S_cc is inverted).
   cluster_of = np.asarray([names.index(v) for v in labels])
-  rng = np.random.default_rng(BOOTSTRAP_SEED)
-  picks = rng.integers(0, len(names), size=(BOOTSTRAP_DRAWS, len(names)))
-  counts = np.stack([np.bincount(p, minlength=len(names)) for p in picks])
+  counts = resample_counts(len(names), np.random.default_rng(BOOTSTRAP_SEED))
   w = counts[:, cluster_of].astype(np.float64)  # [draws, runs]
   data = np.concatenate([x[:, None], y[:, None], c], axis=1)  # [runs, 2 + k]
   mean = w @ data / w.sum(1, keepdims=True)
@@ -96,8 +107,8 @@ def clustered(x, y, clusters: list, covariates=None) -> Correlation:
   draws = np.clip(draws[np.isfinite(draws)], -1.0, 1.0)
   if draws.size < BOOTSTRAP_DRAWS // 2:
     return Correlation(math.nan, math.nan, math.nan, point.n, point.given, len(names))
-  low, high = np.quantile(draws, [(1 - verdicts.LEVEL) / 2, (1 + verdicts.LEVEL) / 2])
-  return Correlation(point.r, float(low), float(high), point.n, point.given, len(names))
+  low, high = percentile_interval(draws)
+  return Correlation(point.r, low, high, point.n, point.given, len(names))
 
 
 def text(c: Correlation) -> str:
@@ -148,15 +159,13 @@ def auc(scores, positive) -> Auc:
   pairs = _pair_matrix(s[y], s[~y])
   point = float(pairs.mean())
   # A resample is a count per item; its AUC is the count-weighted mean of the pair matrix.
-  rng = np.random.default_rng(BOOTSTRAP_SEED)
-  picks = rng.integers(0, s.size, size=(BOOTSTRAP_DRAWS, s.size))
-  counts = np.stack([np.bincount(p, minlength=s.size) for p in picks]).astype(np.float64)
+  counts = resample_counts(s.size, np.random.default_rng(BOOTSTRAP_SEED)).astype(np.float64)
   w_pos, w_neg = counts[:, y], counts[:, ~y]
   total = w_pos.sum(1) * w_neg.sum(1)
   usable = total > 0
   draws = np.einsum("bi,ij,bj->b", w_pos[usable], pairs, w_neg[usable]) / total[usable]
-  low, high = np.quantile(draws, [(1 - verdicts.LEVEL) / 2, (1 + verdicts.LEVEL) / 2])
-  return Auc(point, float(low), float(high), n_pos, n_neg)
+  low, high = percentile_interval(draws)
+  return Auc(point, low, high, n_pos, n_neg)
 
 
 def auc_text(a: Auc, positive: str = "positives", negative: str = "negatives") -> str:

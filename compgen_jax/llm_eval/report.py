@@ -1,10 +1,12 @@
-"""The LLM composition report: accuracy per benchmark and system next to the paper's table,
-the composition diagnostics (expert activity, overlap, log Z_t, EOS), two figures, and, when the
-evaluate pass has run (llm_eval/diagnose.py), its diagnostics summary and the AUC of each
-pre-scoring quantity for failure.
+"""The LLM composition report: accuracy per benchmark and system with its bootstrap interval
+next to the paper's table, the paired comparisons the study asks for with their verdicts
+(llm_eval/comparisons.py: over problems and, where the workdir scored several seeds' experts,
+seeds), the composition diagnostics (expert activity, overlap, log Z_t, EOS), two figures,
+and, when the evaluate pass has run (llm_eval/diagnose.py), its diagnostics summary and the
+AUC of each pre-scoring quantity for failure.
 
-Written from rows alone (`runner.summarize`'s, the pass's summary and predictor rows), so it
-can be rebuilt from the jsonl files (`rewrite`).
+Written from rows alone (`runner.summarize`'s, the per-problem rows, the pass's summary and
+predictor rows), so it can be rebuilt from the jsonl files (`rewrite`).
 """
 
 import os
@@ -19,6 +21,7 @@ import numpy as np  # noqa: E402
 from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import markdown  # noqa: E402
+from compgen_jax.llm_eval import comparisons  # noqa: E402
 
 # Kumar et al. 2026, Gemma-2-2B base / coding / math experts, composed (% accuracy or pass@1)
 PAPER = {
@@ -88,18 +91,23 @@ def _grid(rows: list[dict]) -> tuple[list[str], list[str], dict]:
   return benches, systems, {(r["benchmark"], r["system"]): r for r in rows}
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], cells: dict | None = None) -> str:
   """Accuracy (%) per benchmark (rows) and system (columns), the paper's value in brackets
-  with the letter of the protocol that produced it (`protocol_note`)."""
+  with the letter of the protocol that produced it (`protocol_note`); with `cells`
+  (comparisons.cells), the mean over seeds and problems and its 95% interval in parentheses."""
   benches, systems, at = _grid(rows)
+  cells = cells or {}
   body = []
   for b in benches:
-    cells = [f"{b} (n={max(at[b, s]['num_problems'] for s in systems if (b, s) in at)})"]
+    seeds = max((cells[b, s].seeds for s in systems if (b, s) in cells), default=1)
+    line = [f"{b} (n={max(at[b, s]['num_problems'] for s in systems if (b, s) in at)}"
+            + (f", {seeds} seeds)" if seeds > 1 else ")")]
     for s in systems:
-      r = at.get((b, s))
-      cell = "-" if r is None else f"{100 * r['accuracy']:.1f}"
-      cells.append(cell + _paper_cell(b, s))
-    body.append(cells)
+      r, c = at.get((b, s)), cells.get((b, s))
+      cell = ("-" if r is None else f"{100 * r['accuracy']:.1f}" if c is None else
+              f"{100 * c.value:.1f} ({100 * c.low:.1f}-{100 * c.high:.1f})")
+      line.append(cell + _paper_cell(b, s))
+    body.append(line)
   return markdown.table(["benchmark"] + systems, body)
 
 
@@ -118,13 +126,20 @@ def diagnostics_table(rows: list[dict]) -> str:
        "ends at EOS", "hits budget", "mean tokens"], body)
 
 
-def accuracy_png(rows: list[dict], path: str) -> None:
+def accuracy_png(rows: list[dict], path: str, cells: dict | None = None) -> None:
+  """Bars per benchmark and system; with `cells`, their means and 95% intervals."""
   benches, systems, at = _grid(rows)
+  cells = cells or {}
   fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(benches) * max(len(systems), 1) / 3, 3.4))
   width = 0.8 / max(len(systems), 1)
   for j, s in enumerate(systems):
-    ys = [100 * at[b, s]["accuracy"] if (b, s) in at else np.nan for b in benches]
-    ax.bar(np.arange(len(benches)) + j * width, ys, width, label=s)
+    c = [cells.get((b, s)) for b in benches]
+    ys = [100 * (c[i].value if c[i] else at[b, s]["accuracy"]) if (b, s) in at else np.nan
+          for i, b in enumerate(benches)]
+    err = np.asarray([[y - 100 * c[i].low, 100 * c[i].high - y] if c[i] else [0.0, 0.0]
+                      for i, y in enumerate(ys)]).T
+    ax.bar(np.arange(len(benches)) + j * width, ys, width, label=s,
+           yerr=err if cells else None, ecolor="0.3", capsize=2)
   for j, s in enumerate(systems):  # the paper's values as markers over the matching bars
     for i, b in enumerate(benches):
       if s in PAPER.get(b, {}):
@@ -226,18 +241,25 @@ def evaluate_section(summary: list[dict], preds: list[dict]) -> str:
 
 
 def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
-          preds: list[dict] = ()) -> str:
-  """Writes report.md, accuracy.png and diagnostics.png into `workdir` (with the evaluate
-  pass's section when its summary rows `diagnosed` and predictor rows `preds` are given);
+          preds: list[dict] = (), problems: list[dict] = ()) -> str:
+  """Writes report.md, accuracy.png and diagnostics.png into `workdir` (with intervals and
+  the comparisons when the per-problem rows `problems` (comparisons.read) are given, and the
+  evaluate pass's section when its summary rows `diagnosed` and predictor rows `preds` are);
   returns the path."""
-  accuracy_png(rows, os.path.join(workdir, "accuracy.png"))
+  cells = comparisons.cells(problems) if problems else None
+  accuracy_png(rows, os.path.join(workdir, "accuracy.png"), cells)
   diagnostics_png(rows, os.path.join(workdir, "diagnostics.png"))
+  seeds = sorted({r["seed"] for r in problems})
   text = "\n\n".join([
       "# Logit composition of language models",
-      "Accuracy (%) per benchmark and system; the paper's value (Gemma-2-2B) in brackets.",
-      *filter(None, [unisolated_note(rows)]), table(rows), *filter(None, [protocol_note(rows)]),
-      markdown.figure("accuracy.png", "accuracy"),
-      "## Composition diagnostics",
+      "Accuracy (%) per benchmark and system; the paper's value (Gemma-2-2B) in brackets"
+      + (f"; ours: the mean over {'seeds and ' if len(seeds) > 1 else ''}problems, its 95% "
+         "bootstrap interval in parentheses (as the comparisons below)." if problems else "."),
+      *filter(None, [unisolated_note(rows)]), table(rows, cells),
+      *filter(None, [protocol_note(rows)]), markdown.figure("accuracy.png", "accuracy"),
+      *([comparisons.section(rows, problems)] if problems else []),
+      "## Composition diagnostics" + (" (seed 0's experts; seed_<s>/report.md: seed s's)"
+                                      if len(seeds) > 1 else ""),
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "
       "fraction of tokens where two experts are both active (0 under the paper's disjointness "
       "assumption); log Z_t = 0 under exact factorization.",
@@ -246,12 +268,12 @@ def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
   return files.write_text(os.path.join(workdir, workdir_lib.REPORT_FILE), text + "\n")
 
 
-def read(workdir: str) -> tuple[list[dict], list[dict], list[dict]]:
-  """A scored workdir's summary rows and the evaluate pass's summary and predictor rows ([]
-  when the pass has not run)."""
-  return tuple(metric_writer.read_rows(os.path.join(workdir, name)) for name in (
+def read(workdir: str) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+  """A scored workdir's summary rows, the evaluate pass's summary and predictor rows ([] when
+  the pass has not run) and the per-problem rows of every seed (comparisons.read)."""
+  return (*(metric_writer.read_rows(os.path.join(workdir, name)) for name in (
       workdir_lib.SUMMARY_FILE, workdir_lib.DIAGNOSTICS_SUMMARY_FILE,
-      workdir_lib.PREDICTORS_FILE))
+      workdir_lib.PREDICTORS_FILE)), comparisons.read(workdir))
 
 
 def rewrite(workdir: str) -> str:

@@ -2,7 +2,8 @@
 
 WORKDIR/<benchmark>/<system>.jsonl holds one row per problem (completion, score, diagnostics),
 appended a batch at a time; a rerun skips the problems already there, so an interrupted run
-loses at most one batch. WORKDIR/summary.jsonl and report.md are rebuilt from those rows.
+loses at most one batch. WORKDIR/summary.jsonl and report.md are rebuilt from those rows (the
+report with the rows of any other seeds' experts scored in WORKDIR/seed_<s>/: comparisons.py).
 """
 
 import os
@@ -14,7 +15,7 @@ import numpy as np
 from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.composition import spec
-from compgen_jax.llm_eval import benchmarks, decoding, report, systems, tiny
+from compgen_jax.llm_eval import benchmarks, comparisons, decoding, report, systems, tiny
 from compgen_jax.types import CheckpointError, ConfigError
 
 # score fields besides "correct" that the summary also averages: GSM8K strict-match, MATH by the
@@ -109,8 +110,9 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
       run_one(cfg, loaded, system, bench_name, problems[bench_name], workdir)
   rows = summarize(workdir, cfg, resolved)
   metric_writer.replace_step_rows(os.path.join(workdir, workdir_lib.SUMMARY_FILE), 0, rows)
-  path = report.write(workdir, rows)
-  print(report.table(rows), flush=True)
+  problems = comparisons.read(workdir)  # with any seed_<s>/ scored beside it
+  path = report.write(workdir, rows, problems=problems)
+  print(report.table(rows, comparisons.cells(problems)), flush=True)
   print(f"[done] {time.time() - start:.0f} s; report: {path}")
   return rows
 

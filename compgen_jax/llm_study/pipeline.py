@@ -8,10 +8,20 @@ WORKDIR/data/             llm_data.build (corpora, <skill>_<split>.jsonl, tokeni
 WORKDIR/background/       lm_train workdirs: checkpoints, metrics.jsonl, export/seed_<s>/
 WORKDIR/expert_<skill>/
 WORKDIR/joint/
-WORKDIR/score_<split>/    llm_eval workdir: <benchmark>/<system>.jsonl (one row per problem),
-                          summary.jsonl, report.md; the diagnose_<split> stage adds
-                          diagnostics.jsonl, diagnostics_summary.jsonl, predictors.jsonl and
-                          rewrites report.md with them
+WORKDIR/score_<split>/    llm_eval workdir of the experts' seed 0: <benchmark>/<system>.jsonl
+                          (one row per problem), summary.jsonl, report.md; the
+                          diagnose_<split> stage adds diagnostics.jsonl,
+                          diagnostics_summary.jsonl, predictors.jsonl and rewrites report.md
+                          with them
+WORKDIR/score_<split>/seed_<s>/  the same for the experts' seed s (s = 1 .. study.seeds - 1;
+                          stages score_<split>_seed<s> and diagnose_<split>_seed<s>), without
+                          the systems that use no expert (the background alone): the background
+                          is seed 0's at every seed (each seed's experts are fine-tuned from
+                          it), so it is decoded once, in score_<split>/, and its rows there stand
+                          for every seed in the split's report (llm_eval/comparisons.py)
+WORKDIR/score_<split>/report.md  the split's report over every seed scored so far (intervals
+                          over seeds and problems, the paired comparisons), rewritten by each
+                          seed's diagnose stage; seed_<s>/report.md: seed s's alone
 WORKDIR/stages.jsonl      a row per stage run: its name, what it did, its wall time
 
 Each stage is the stage's own library call (build.ensure, lm_train's experiment.train,
@@ -33,14 +43,14 @@ from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
-from compgen_jax.llm_eval import diagnose, runner, systems
+from compgen_jax.llm_eval import comparisons, diagnose, runner, systems
 from compgen_jax.llm_eval import report as llm_report
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
 
 STAGES_FILE = "stages.jsonl"
 DATA_DIR, BACKGROUND, JOINT = "data", "background", "joint"
-SCORE_SEED = 0  # the exported seed every system is scored with
+BACKGROUND_SEED = 0  # the background's exported seed: every expert is fine-tuned from it
 
 
 class Stage(NamedTuple):
@@ -55,12 +65,22 @@ def expert_name(skill: str) -> str:
   return f"expert_{skill}"
 
 
-def score_name(split: str) -> str:
-  return f"score_{split}"
+def _seed_suffix(seed: int) -> str:
+  return f"_seed{seed}" if seed else ""
 
 
-def diagnose_name(split: str) -> str:
-  return f"diagnose_{split}"
+def score_name(split: str, seed: int = 0) -> str:
+  """The split's score stage of the experts' seed `seed` (and, at seed 0, its workdir's name)."""
+  return f"score_{split}{_seed_suffix(seed)}"
+
+
+def diagnose_name(split: str, seed: int = 0) -> str:
+  return f"diagnose_{split}{_seed_suffix(seed)}"
+
+
+def score_dir(workdir: str, split: str, seed: int = 0) -> str:
+  """The llm workdir scoring `split` with the experts of `seed` (seed 0: the split's own)."""
+  return comparisons.seed_dir(os.path.join(workdir, score_name(split)), seed)
 
 
 def lm_config(cfg, section: ml_collections.ConfigDict, workdir: str,
@@ -76,19 +96,25 @@ def lm_config(cfg, section: ml_collections.ConfigDict, workdir: str,
   return out
 
 
-def model_dirs(cfg, workdir: str) -> dict[str, str]:
-  """{score model name: exported directory} of every model the study trains."""
-  export = lambda name: lm_experiment.export_dir(os.path.join(workdir, name), SCORE_SEED)  # noqa: E731
-  out = {"base": export(BACKGROUND)} | {s: export(expert_name(s)) for s in cfg.experts}
+def model_dirs(cfg, workdir: str, seed: int = 0) -> dict[str, str]:
+  """{score model name: exported directory} of every model the study trains: the experts' (and
+  the joint model's) seed `seed`, the background's BACKGROUND_SEED."""
+  export = lambda name, s=seed: lm_experiment.export_dir(os.path.join(workdir, name), s)  # noqa: E731
+  out = {"base": export(BACKGROUND, BACKGROUND_SEED)}
+  out |= {s: export(expert_name(s)) for s in cfg.experts}
   return out | ({"joint": export(JOINT)} if cfg.study.joint else {})
 
 
-def score_config(cfg, workdir: str, split: str) -> ml_collections.ConfigDict:
-  """The score section as configs/llm.py reads it: the trained models' exports, the split's
-  benchmark files (build.benchmark_settings), the benchmarks of `run` that have the split."""
+def score_config(cfg, workdir: str, split: str, seed: int = 0) -> ml_collections.ConfigDict:
+  """The score section as configs/llm.py reads it: the trained models' exports (the experts'
+  seed `seed`), the split's benchmark files (build.benchmark_settings), the benchmarks of
+  `run` that have the split; past seed 0, only the systems that use an expert."""
   out = ml_collections.ConfigDict(cfg.score.to_dict())
-  for name, path in model_dirs(cfg, workdir).items():
+  for name, path in model_dirs(cfg, workdir, seed).items():
     out.models[name] = path
+  if seed:
+    out.systems = tuple(s.name for s in systems.resolve(cfg.score)
+                        if set(s.members) != {cfg.score.background})
   have = build.benchmark_settings(os.path.join(workdir, DATA_DIR), split)
   out.run = tuple(name for name in cfg.score.run if name in have)
   for name in out.run:
@@ -107,6 +133,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     raise ConfigError(f"data.{e.field}", str(e).split(": ", 1)[1]) from e
   checks.choices("experts", tuple(cfg.experts), ("arith", "funcs", "strings"))
   checks.boolean("study.joint", cfg.study.joint)
+  checks.integer("study.seeds", cfg.study.seeds, low=1)
   checks.choices("study.splits", cfg.study.splits, ("test", "seen"))
   # every training stage as lm_train validates it, init_from aside (the background's export
   # is written by the time an expert starts)
@@ -123,6 +150,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
       raise ConfigError(f"{prefix}.{e.field}", str(e).split(": ", 1)[1]) from e
     if prefix != "background" and not section.corpus.answer_only:
       raise ConfigError(f"{prefix}.corpus.answer_only", "an expert trains on answers only")
+    if prefix != "background" and section.num_seeds < cfg.study.seeds:
+      raise ConfigError(f"{prefix}.num_seeds", f"{section.num_seeds} seeds trained, fewer "
+                        f"than the study.seeds={cfg.study.seeds} scored")
   for prefix, section in sections.items():
     if prefix != "background" and section.model.to_dict() != cfg.background.model.to_dict():
       raise ConfigError(f"{prefix}.model", "must be the background's: experts fine-tune it")
@@ -142,15 +172,15 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 
 def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
-  """Every stage in order: data, background, experts, joint, a score and its diagnostics per
-  split."""
+  """Every stage in order: data, background, experts, joint, then per split and experts' seed
+  (0 .. study.seeds - 1) a score and its diagnostics."""
   data_dir = os.path.join(workdir, DATA_DIR)
   out = [Stage("data", data_dir, None,
                lambda: all(map(os.path.isfile, build.paths(data_dir).values())),
                lambda: build.ensure(cfg.data, data_dir))]
   background = os.path.join(workdir, BACKGROUND)
   trained = [(BACKGROUND, cfg.background, "")]
-  start = lm_experiment.export_dir(background, SCORE_SEED)
+  start = lm_experiment.export_dir(background, BACKGROUND_SEED)
   trained += [(expert_name(s), t, start) for s, t in cfg.experts.items()]
   if cfg.study.joint:
     trained.append((JOINT, cfg.joint, start))
@@ -159,25 +189,28 @@ def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
     stage_cfg = lm_config(cfg, section, workdir, init_from)
     out.append(Stage(name, stage_dir, stage_cfg, _exported(stage_cfg, stage_dir),
                      lambda c=stage_cfg, w=stage_dir: lm_experiment.train(c, w)))
-  for split in cfg.study.splits:
-    stage_dir = os.path.join(workdir, score_name(split))
-    stage_cfg = score_config(cfg, workdir, split)
+  for split, seed in ((split, seed) for split in cfg.study.splits
+                      for seed in range(cfg.study.seeds)):
+    split_dir, stage_dir = score_dir(workdir, split), score_dir(workdir, split, seed)
+    stage_cfg = score_config(cfg, workdir, split, seed)
     summary = os.path.join(stage_dir, workdir_lib.SUMMARY_FILE)
-    out.append(Stage(score_name(split), stage_dir, stage_cfg,
+    out.append(Stage(score_name(split, seed), stage_dir, stage_cfg,
                      lambda p=summary: os.path.isfile(p),
                      lambda c=stage_cfg, w=stage_dir: runner.run(c, w)))
     # in the score's workdir, on its config: the pass writes its rows (predictors last) there
     predictors = os.path.join(stage_dir, workdir_lib.PREDICTORS_FILE)
-    out.append(Stage(diagnose_name(split), stage_dir, stage_cfg,
+    out.append(Stage(diagnose_name(split, seed), stage_dir, stage_cfg,
                      lambda p=predictors: os.path.isfile(p),
-                     lambda c=stage_cfg, w=stage_dir: _diagnose(c, w)))
+                     lambda c=stage_cfg, w=stage_dir, d=split_dir: _diagnose(c, w, d)))
   return out
 
 
-def _diagnose(cfg: ml_collections.ConfigDict, workdir: str) -> str:
-  """The evaluate pass over a scored split, then its report again with the pass's rows."""
+def _diagnose(cfg: ml_collections.ConfigDict, workdir: str, split_dir: str) -> str:
+  """The evaluate pass over a scored seed of a split, then its report again with the pass's
+  rows, and the split's report over every seed scored so far."""
   diagnose.run(cfg, workdir)
-  return llm_report.rewrite(workdir)
+  path = llm_report.rewrite(workdir)
+  return path if workdir == split_dir else llm_report.rewrite(split_dir)
 
 
 def _exported(cfg: ml_collections.ConfigDict, workdir: str) -> Callable[[], bool]:
@@ -212,11 +245,14 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
     print(f"{head}: done in {seconds:.0f} s", flush=True)
   out = []
   for split in cfg.study.splits:
-    score_dir = os.path.join(workdir, score_name(split))
-    rows, diagnosed, preds = llm_report.read(score_dir)
-    out += [f"{split} split (per-problem rows: {score_dir}/<benchmark>/<system>.jsonl; "
-            f"report: {score_dir}/{workdir_lib.REPORT_FILE})", llm_report.table(rows),
-            "diagnostics of the compositions' decodes (the evaluate pass):",
+    where = score_dir(workdir, split)
+    rows, diagnosed, preds, problems = llm_report.read(where)
+    out += [f"{split} split (per-problem rows: {where}/<benchmark>/<system>.jsonl, seed s > 0's "
+            f"in {where}/seed_<s>/; report: {where}/{workdir_lib.REPORT_FILE})",
+            llm_report.table(rows, comparisons.cells(problems)),
+            "paired comparisons (llm_eval/comparisons.py):",
+            comparisons.comparisons_table(comparisons.compare(rows, problems)),
+            "diagnostics of the compositions' decodes (the evaluate pass, seed 0):",
             llm_report.evaluate_summary_table(diagnosed),
             "AUC of each pre-scoring quantity for failure:", llm_report.predictors_table(preds)]
   return "\n".join(out)
