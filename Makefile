@@ -108,15 +108,15 @@ reproduce-cpu-images: $(STAMP)
 	  status=$$?; $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/images && exit $$status
 
 # Issue 38's LLM study (configs/llm_study.py): llm_data's corpora, skills and tokenizer, a
-# Gemma-2 background, an expert per skill fine-tuned from it (3 seeds), every system (background,
-# experts, compositions, merges, joint) scored on each skill's held-out-template test set with
-# each seed's experts, then the compositions' decodes diagnosed (llm_eval/diagnose.py: AUC of
-# each quantity for failure); the report's intervals over seeds and problems and its paired
-# comparisons (llm_eval/comparisons.py); one experiments/train.py program, resumable
-# (re-running skips finished stages and resumes the interrupted one; WORKDIR/stages.jsonl has
-# each stage's wall time). reproduce-cpu-llm: the cpu preset into results/cpu/llm (budget 3 h
-# on 2 cores); reproduce-cpu-llm-quick: the quick preset into $(LLM_QUICK_DIR) (<= 15 min with
-# one expert seed; with 3, not yet measured).
+# Gemma-2 background, an expert per skill fine-tuned from it (3 seeds; quick: 1), every system
+# (background, experts, compositions, merges, joint) scored on each skill's held-out-template
+# test set with each seed's experts, then the compositions' decodes diagnosed
+# (llm_eval/diagnose.py: AUC of each quantity for failure); the report's intervals over seeds
+# and problems and its paired comparisons (llm_eval/comparisons.py); one experiments/train.py
+# program, resumable (re-running skips finished stages and resumes the interrupted one;
+# WORKDIR/stages.jsonl has each stage's wall time). reproduce-cpu-llm: the cpu preset into
+# results/cpu/llm (budget 3 h on 2 cores); reproduce-cpu-llm-quick: the quick preset into
+# $(LLM_QUICK_DIR) (<= 15 min, one expert seed: with 3 it cannot fit, configs/llm_study.py).
 LLM_QUICK_DIR ?= workdirs/llm_study_quick
 .PHONY: reproduce-cpu-llm reproduce-cpu-llm-quick
 reproduce-cpu-llm: $(STAMP)
