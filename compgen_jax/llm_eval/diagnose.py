@@ -108,9 +108,9 @@ def system_rows(cfg, loaded: systems.Loaded, system: systems.System, bench: str,
                 problems: dict, rows: list[dict]) -> list[dict]:
   """A diagnostics row per scored problem of one composition on one benchmark."""
   models, params = systems.system_params(cfg, loaded, system)
-  lam_K = decoding.expert_weights(spec_lib.from_config(system.compose), system.compose,
-                                   system.weights, len(models) - 1)
-  authors = spec_lib.from_config(system.compose).authors
+  step_spec = spec_lib.from_config(system.compose)
+  lam_K = decoding.expert_weights(step_spec, system.compose, system.weights, len(models) - 1)
+  authors = step_spec.authors
   eos_id, out = models[0].eos_id, []
   for start in range(0, len(rows), cfg.generate.batch_size):
     batch = rows[start:start + cfg.generate.batch_size]
