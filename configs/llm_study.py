@@ -133,6 +133,11 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # (not yet measured at this size)
     for section in (*cfg.experts.values(), cfg.joint):
       section.optim.learning_rate = 1e-3
+    # the background's general abilities, which a pre-trained model brings: the skills'
+    # question format (qa) and in-context copying (repeat: the quick backgrounds, 400-1200
+    # steps on prose + python, copied nothing, and the quick experts wrote the held-out tasks'
+    # bodies without the prompt's names and constants; docs/llm_study.md)
+    cfg.background.corpus.sources = ("prose", "python", "qa", "repeat")
   if preset == "quick":
     # Easier than the issue's definition, so a quick-size expert can lead on held-out
     # templates (docs/llm_study.md, "the quick preset's levers"): arith's numbers are drawn
