@@ -2,7 +2,8 @@
 Fisher-z interval, the same with an interval from a bootstrap that resamples whole clusters of
 runs (a setting's seeds share their teacher, so runs are not independent), and the strong-
 correlation rule (verdicts.RULES['correlation']). Also the AUC of a score as a predictor of a
-binary outcome, with a bootstrap interval from the same resampling settings."""
+binary outcome, with a bootstrap interval from the same resampling settings (of items, or of
+whole clusters of them)."""
 
 import math
 from typing import NamedTuple
