@@ -43,8 +43,9 @@ Q/A, the held-out code and string tasks are trained under other words; 1 expert 
 <= 15 min: with 3, each expert's 600 steps took 2.7-5.3 s a step against the background's 1.0
 (same run, 2-core EPYC at load ~4.5), so 3 seeds cannot fit; its intervals resample problems
 alone), cpu (the issue's full skill definition: 1-3 ops on
-integers up to 100, no held-out task trained under any wording; cpu-size models; 3 expert
-seeds; budget 3 h on 2 cores, not yet measured with 3 seeds).
+integers up to 100, no held-out task trained under any wording; cpu-size models; a background
+that also reads qa and llm_data's repeat source (in-context copying: docs/llm_study.md); 3
+expert seeds; budget 3 h on 2 cores, not yet measured with 3 seeds).
 """
 
 import os
@@ -133,6 +134,11 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # (not yet measured at this size)
     for section in (*cfg.experts.values(), cfg.joint):
       section.optim.learning_rate = 1e-3
+    # the background's general abilities, which a pre-trained model brings: the skills'
+    # question format (qa) and in-context copying (repeat: the quick backgrounds, 400-1200
+    # steps on prose + python, copied nothing, and the quick experts wrote the held-out tasks'
+    # bodies without the prompt's names and constants; docs/llm_study.md)
+    cfg.background.corpus.sources = ("prose", "python", "qa", "repeat")
   if preset == "quick":
     # Easier than the issue's definition, so a quick-size expert can lead on held-out
     # templates (docs/llm_study.md, "the quick preset's levers"): arith's numbers are drawn

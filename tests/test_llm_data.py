@@ -167,3 +167,29 @@ def test_tokenizer_round_trips_every_source_and_has_the_vocabulary(tiny_llm_data
   tests = [json.dumps(records(directory, s, "test")[0]) for s in SKILLS]
   for text in ["".join(build.examples(directory, s)[0]) for s in build.SOURCES] + tests:
     assert sp.decode(sp.encode(text)) == text
+
+
+def test_made_sources_qa_and_repeat(tiny_llm_data):
+  _, directory = tiny_llm_data
+  pairs = build.read_jsonl(os.path.join(directory, build.PYTHON))
+  qa = build.examples(directory, "qa")
+  names = {p["name"] for p in pairs}
+  for context, target in qa[:50]:
+    name = context.removeprefix("Question: What does the Python function ").split(" do?")[0]
+    assert name in names and context.endswith("do?\nAnswer:") and target.startswith(" ")
+    assert "\n" not in target.strip()
+  # repeat: a line of prose words given twice; nothing but copying predicts the second half
+  prose = build.read_jsonl(os.path.join(directory, build.PROSE))
+  words = {w for r in prose for w in r["text"].split()}
+  repeat = build.examples(directory, "repeat")
+  assert len(repeat) == build.REPEAT_LINES
+  lines = []
+  for context, target in repeat[:200]:
+    first, second = target.split("\n")
+    assert context == "" and first == second
+    low, high = build.REPEAT_WORDS
+    assert low <= len(first.split()) <= high and set(first.split()) <= words
+    lines.append(first)
+  assert len(set(lines)) == len(lines)  # drawn, not one line repeated
+  assert build.repeated_passages(directory, 5, seed=1) != build.repeated_passages(
+      directory, 5, seed=0) == [t.split("\n")[0] for _, t in repeat[:5]]

@@ -16,7 +16,7 @@ from scipy.special import logsumexp
 from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import correlations
-from compgen_jax.llm_eval import benchmarks, diagnose, runner
+from compgen_jax.llm_eval import benchmarks, diagnose, diagnostics_rows, runner
 from compgen_jax.types import ConfigError, DataError
 
 
@@ -164,7 +164,7 @@ def test_summary_pools_tokens_and_predictors_say_when_not_testable(scored):
     assert s["num_correct"] == sum(r["correct"] for r in group)
     ends = [r["eos_first_M"] for r in group if r["eos_first_M"] is not None]
     assert s["finish_eos"] == len(ends)
-  assert len(preds) == len(summary) * len(diagnose.PREDICTORS)
+  assert len(preds) == len(summary) * len(diagnostics_rows.PREDICTORS)
   for p in preds:  # 4 problems: too few of either class for an AUC
     group = [r for r in rows if r["system"] == p["system"]]
     wins = sum(r["correct"] for r in group)

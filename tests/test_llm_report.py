@@ -65,10 +65,12 @@ COMMITTED = sorted(os.path.dirname(p) for pattern in ("*", os.path.join("*", "*"
 
 @pytest.mark.parametrize("workdir", COMMITTED, ids=lambda p: os.path.relpath(p, REPO))
 def test_committed_llm_reports_regenerate_byte_for_byte(workdir, tmp_path):
-  """From the summary and per-problem rows, and the evaluate pass's rows where it ran."""
+  """From the summary and per-problem rows, and the evaluate pass's per-problem rows where it
+  ran (its summary and predictors recomputed from them: one seed, the files it wrote)."""
   copy = str(tmp_path / "w")
   shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns(
-      workdir_lib.REPORT_FILE, "*.png", workdir_lib.CONFIG_FILE, workdir_lib.DIAGNOSTICS_FILE))
+      workdir_lib.REPORT_FILE, "*.png", workdir_lib.CONFIG_FILE,
+      workdir_lib.DIAGNOSTICS_SUMMARY_FILE, workdir_lib.PREDICTORS_FILE))
   path = report.rewrite(copy)
   with open(path) as new, open(os.path.join(workdir, workdir_lib.REPORT_FILE)) as old:
     assert new.read() == old.read()

@@ -16,7 +16,7 @@ import pytest
 from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build, code_skill
-from compgen_jax.llm_eval import diagnose
+from compgen_jax.llm_eval import diagnostics_rows
 from compgen_jax.llm_study import pipeline
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
@@ -114,6 +114,10 @@ def test_a_second_seeds_stages_score_its_experts_and_the_report_pools_both(study
   assert "| funcs (n=4, 2 seeds) |" in text and "2 seeds of expert fine-tuning (0, 1)" in text
   assert "| expert against the background, own skill | funcs | funcs | base |" in text
   assert "| funcs | base | " in text.split("Accuracy (%) per seed")[1]
+  # the evaluate pass's rows of both seeds pooled: counts over (seed, problem) pairs
+  wins = sum(r["correct"] for r in _accuracy(copy, "composed", 0)[1])
+  assert f"| funcs | composed | {2 * wins}/8 (4 problems x 2 seeds) |" in text
+  assert f"| funcs | composed | {2 * wins} of 8 (4 problems x 2 seeds) |" in text
   # experiments/report.py --dir rewrites the seed's report and the split's from their rows
   paths = [os.path.join(d, workdir_lib.REPORT_FILE) for d in (seed_dir, pipeline.score_dir(
       copy, "test"))]
@@ -157,7 +161,7 @@ def test_the_diagnose_stage_writes_what_the_evaluate_pass_writes(study, tmp_path
   wins = sum(bool(r["correct"]) for r in scored)
   untestable = f"not testable: {len(scored) - wins} failures, {wins} successes"
   line = (f"| funcs | composed | {wins} of {len(scored)} | "
-          + " | ".join([untestable] * len(diagnose.PREDICTORS)))
+          + " | ".join([untestable] * len(diagnostics_rows.PREDICTORS)))
   report_text = open(os.path.join(score_dir, workdir_lib.REPORT_FILE)).read()
   assert line + " |" in report_text and line + " |" in summary
   assert "## Do the pre-scoring quantities predict failure?" in report_text

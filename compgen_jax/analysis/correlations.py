@@ -2,7 +2,8 @@
 Fisher-z interval, the same with an interval from a bootstrap that resamples whole clusters of
 runs (a setting's seeds share their teacher, so runs are not independent), and the strong-
 correlation rule (verdicts.RULES['correlation']). Also the AUC of a score as a predictor of a
-binary outcome, with a bootstrap interval from the same resampling settings."""
+binary outcome, with a bootstrap interval from the same resampling settings (of items, or of
+whole clusters of them)."""
 
 import math
 from typing import NamedTuple
@@ -27,6 +28,21 @@ def resample_counts(n: int, rng: np.random.Generator, draws: int = BOOTSTRAP_DRA
   """[draws, n] bootstrap resamples of n items as counts (how often each item is drawn)."""
   picks = rng.integers(0, n, size=(draws, n))
   return np.stack([np.bincount(p, minlength=n) for p in picks])
+
+
+def cluster_of(labels) -> np.ndarray:
+  """Each item's cluster as an index into its labels' distinct values (as text), numbered in
+  the order the items first give them."""
+  index: dict[str, int] = {}
+  return np.asarray([index.setdefault(str(v), len(index)) for v in labels], np.int64)
+
+
+def cluster_counts(of_items: np.ndarray, draws: int = BOOTSTRAP_DRAWS) -> np.ndarray:
+  """[draws, items] counts of a bootstrap that resamples whole clusters (`cluster_of`): each
+  item weighs its cluster's count; the generator is BOOTSTRAP_SEED's. Clusters of one item
+  each (0, 1, ..., n - 1) give resample_counts(n) itself."""
+  num = int(of_items.max()) + 1 if of_items.size else 0
+  return resample_counts(num, np.random.default_rng(BOOTSTRAP_SEED), draws)[:, of_items]
 
 
 def percentile_interval(draws: np.ndarray) -> tuple[float, float]:
@@ -82,15 +98,13 @@ def clustered(x, y, clusters: list, covariates=None) -> Correlation:
   x, y, c, ok = _usable(x, y, covariates)
   labels = np.asarray([str(v) for v in clusters])[ok]
   point = correlation(x, y, c)
-  names = list(dict.fromkeys(labels))  # in the order the runs give them
-  if not math.isfinite(point.r) or len(names) < MIN_CLUSTERS:
-    return Correlation(point.r, math.nan, math.nan, point.n, point.given, len(names))
+  num_clusters = len(set(labels))
+  if not math.isfinite(point.r) or num_clusters < MIN_CLUSTERS:
+    return Correlation(point.r, math.nan, math.nan, point.n, point.given, num_clusters)
   # A resample is a count per cluster; each run weighs its cluster's count, and the partial r
   # of every resample comes at once from its weighted covariance matrix S of [x, y, c]: the
   # covariance of x and y given c is S_xy - S_xc S_cc^-1 S_cy (only S_cc is inverted).
-  cluster_of = np.asarray([names.index(v) for v in labels])
-  counts = resample_counts(len(names), np.random.default_rng(BOOTSTRAP_SEED))
-  w = counts[:, cluster_of].astype(np.float64)  # [draws, runs]
+  w = cluster_counts(cluster_of(labels)).astype(np.float64)  # [draws, runs]
   data = np.concatenate([x[:, None], y[:, None], c], axis=1)  # [runs, 2 + k]
   mean = w @ data / w.sum(1, keepdims=True)
   centred = data[None] - mean[:, None]
@@ -106,9 +120,9 @@ def clustered(x, y, clusters: list, covariates=None) -> Correlation:
     draws = (cov[:, 0, 1] / np.sqrt(cov[:, 0, 0] * cov[:, 1, 1]))[stable]
   draws = np.clip(draws[np.isfinite(draws)], -1.0, 1.0)
   if draws.size < BOOTSTRAP_DRAWS // 2:
-    return Correlation(math.nan, math.nan, math.nan, point.n, point.given, len(names))
+    return Correlation(math.nan, math.nan, math.nan, point.n, point.given, num_clusters)
   low, high = percentile_interval(draws)
-  return Correlation(point.r, low, high, point.n, point.given, len(names))
+  return Correlation(point.r, low, high, point.n, point.given, num_clusters)
 
 
 def text(c: Correlation) -> str:
@@ -142,24 +156,31 @@ def _pair_matrix(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
   return (pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])
 
 
-def auc(scores, positive) -> Auc:
+def auc(scores, positive, clusters=None) -> Auc:
   """The area under the ROC curve of `scores` for the `positive` labels (the Mann-Whitney U over
   positives x negatives: the chance a positive outscores a negative, ties counting 1/2), with
-  a 95% percentile interval from BOOTSTRAP_DRAWS resamples of the items (resamples lacking a
-  class are skipped). Items with a non-finite score are left out; NaN throughout when either
-  class has fewer than MIN_CLASS items."""
+  a 95% percentile interval from BOOTSTRAP_DRAWS resamples of the items, or with `clusters`
+  (a label per item) of whole clusters, every item of a drawn cluster drawn with it
+  (resamples lacking a class are skipped). Items with a non-finite score are left out; NaN
+  throughout when either class has fewer than MIN_CLASS items. Clusters of one item each give
+  the interval without clusters, draw for draw."""
   s, y = np.asarray(scores, np.float64), np.asarray(positive, bool)
   if s.shape != y.shape or s.ndim != 1:
     raise ValueError(f"scores {s.shape} and labels {y.shape} must be one vector each")
+  if clusters is not None and len(clusters) != s.size:
+    raise ValueError(f"{len(clusters)} cluster labels for {s.size} scores")
   ok = np.isfinite(s)
   s, y = s[ok], y[ok]
+  of_items = (np.arange(s.size) if clusters is None else
+              cluster_of(np.asarray([str(v) for v in clusters])[ok]))
   n_pos, n_neg = int(y.sum()), int((~y).sum())
   if min(n_pos, n_neg) < MIN_CLASS:
     return Auc(math.nan, math.nan, math.nan, n_pos, n_neg)
   pairs = _pair_matrix(s[y], s[~y])
   point = float(pairs.mean())
-  # A resample is a count per item; its AUC is the count-weighted mean of the pair matrix.
-  counts = resample_counts(s.size, np.random.default_rng(BOOTSTRAP_SEED)).astype(np.float64)
+  # A resample is a count per item (its cluster's); its AUC is the count-weighted mean of the
+  # pair matrix.
+  counts = cluster_counts(of_items).astype(np.float64)
   w_pos, w_neg = counts[:, y], counts[:, ~y]
   total = w_pos.sum(1) * w_neg.sum(1)
   usable = total > 0

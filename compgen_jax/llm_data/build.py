@@ -132,16 +132,35 @@ def docstring_summary(record: dict) -> str:
   return doc.strip().split("\n")[0].strip() if doc and doc.strip() else ""
 
 
+REPEAT_LINES, REPEAT_WORDS = 30000, (8, 16)  # the repeat source: its lines, words per line
+
+
+def repeated_passages(directory: str, count: int = REPEAT_LINES, seed: int = 0) -> list[str]:
+  """The repeat source's lines: `count` lines of REPEAT_WORDS words drawn at random from the
+  prose's alphabetic words (each as often as it occurs), from `seed`. Nothing predicts a line's
+  first copy; only copying it predicts the second (examples)."""
+  words = [w for r in read_jsonl(os.path.join(directory, PROSE)) for w in r["text"].split()
+           if w.isalpha()]
+  rand = random.Random(seed)
+  return [" ".join(rand.choice(words) for _ in range(rand.randint(*REPEAT_WORDS)))
+          for _ in range(count)]
+
+
 def examples(directory: str, source: str) -> list[tuple[str, str]]:
   """(context, target) per training document of one source, as the model reads it: prose
   ("", text); python (signature and docstring, body); qa (a question about a stdlib function
   in the skills' question format, answered by its docstring's first line: general Q/A that
   teaches a background the format and no skill); the skills' training problems as their
-  benchmark prompts them (context) and answers them (target: the worked answer, the body)."""
+  benchmark prompts them (context) and answers them (target: the worked answer, the body);
+  repeat (a line of random prose words given twice: in-context copying, which a language model
+  learns from billions of tokens of text (Olsson et al. 2022, induction heads) and a CPU-sized
+  background on prose and code did not in 800 steps; docs/llm_study.md)."""
   if source == "prose":
     return [("", r["text"]) for r in read_jsonl(os.path.join(directory, PROSE))]
   if source == "python":
     return [(r["prompt"], r["body"]) for r in read_jsonl(os.path.join(directory, PYTHON))]
+  if source == "repeat":
+    return [("", passage + "\n" + passage) for passage in repeated_passages(directory)]
   if source == "qa":
     pairs = [(r["name"], docstring_summary(r))
              for r in read_jsonl(os.path.join(directory, PYTHON))]
@@ -154,7 +173,8 @@ def examples(directory: str, source: str) -> list[tuple[str, str]]:
 
 
 TOKENIZED = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
-SOURCES = (*TOKENIZED, "qa")  # what a model may train on (qa: read off python's docstrings)
+SOURCES = (*TOKENIZED, "qa", "repeat")  # what a model may train on (qa, repeat: made from
+# python's docstrings and the prose's words)
 
 
 def benchmark_settings(directory: str, split: str = "test") -> dict[str, dict]:

@@ -84,25 +84,28 @@ class Scores(NamedTuple):
   correct_SxP: np.ndarray
 
 
-def scores(rows: list[dict], bench: str, system: str) -> Scores | None:
-  """One system's outcomes on one benchmark, [seeds, problems] (None when not scored);
-  DataError when a problem repeats or its seeds scored different problems."""
-  by_seed: dict[int, dict[str, bool]] = {}
+def scores(rows: list[dict]) -> dict[tuple[str, str], Scores]:
+  """{(benchmark, system): its outcomes [seeds, problems]} of every scored pair, in the rows'
+  order, grouped in one pass; DataError when a problem repeats or a pair's seeds scored
+  different problems."""
+  by_pair: dict[tuple[str, str], dict[int, dict[str, bool]]] = {}
   for r in rows:
-    if (r["benchmark"], r["system"]) == (bench, system):
-      seen = by_seed.setdefault(r["seed"], {})
-      if r["id"] in seen:
-        raise DataError(f"{bench}/{system}: problem {r['id']!r} scored twice at seed {r['seed']}")
-      seen[r["id"]] = r["correct"]
-  if not by_seed:
-    return None
-  seeds = tuple(sorted(by_seed))
-  ids = tuple(sorted(by_seed[seeds[0]]))
-  for s in seeds[1:]:
-    if tuple(sorted(by_seed[s])) != ids:
-      raise DataError(f"{bench}/{system}: seed {s} scored other problems than seed {seeds[0]}")
-  return Scores(seeds, ids, np.asarray([[by_seed[s][i] for i in ids] for s in seeds],
-                                       np.float64))
+    seen = by_pair.setdefault((r["benchmark"], r["system"]), {}).setdefault(r["seed"], {})
+    if r["id"] in seen:
+      raise DataError(f"{r['benchmark']}/{r['system']}: problem {r['id']!r} scored twice at "
+                      f"seed {r['seed']}")
+    seen[r["id"]] = r["correct"]
+  out = {}
+  for (bench, system), by_seed in by_pair.items():
+    seeds = tuple(sorted(by_seed))
+    ids = tuple(sorted(by_seed[seeds[0]]))
+    for s in seeds[1:]:
+      if tuple(sorted(by_seed[s])) != ids:
+        raise DataError(f"{bench}/{system}: seed {s} scored other problems than seed "
+                        f"{seeds[0]}")
+    out[bench, system] = Scores(seeds, ids, np.asarray(
+        [[by_seed[s][i] for i in ids] for s in seeds], np.float64))
+  return out
 
 
 def paired(a: Scores, b: Scores, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -194,16 +197,15 @@ def comparisons(summary: list[dict]) -> list[Comparison]:
 
 def cells(problems: list[dict]) -> dict[tuple[str, str], Interval]:
   """{(benchmark, system): accuracy with its interval} of every scored pair."""
-  keys = dict.fromkeys((r["benchmark"], r["system"]) for r in problems)
-  return {(b, s): interval(scores(problems, b, s).correct_SxP) for b, s in keys}
+  return {key: interval(sc.correct_SxP) for key, sc in scores(problems).items()}
 
 
 def compare(summary: list[dict], problems: list[dict]) -> list[dict]:
   """A row per comparison: both systems' accuracy, the paired difference, its interval and
   verdict (every value a fraction)."""
-  out = []
+  out, by_pair = [], scores(problems)
   for c in comparisons(summary):
-    a, b = (scores(problems, c.benchmark, s) for s in (c.system, c.other))
+    a, b = (by_pair.get((c.benchmark, s)) for s in (c.system, c.other))
     if a is None or b is None:
       continue
     x, y = paired(a, b, f"{c.benchmark}: {c.system} against {c.other}")
@@ -231,8 +233,7 @@ def seeds_table(problems: list[dict]) -> str:
   """Accuracy (%) per benchmark, system and seed ('all' for a system scored once)."""
   seeds = sorted({r["seed"] for r in problems})
   body = []
-  for b, s in dict.fromkeys((r["benchmark"], r["system"]) for r in problems):
-    sc = scores(problems, b, s)
+  for (b, s), sc in scores(problems).items():
     at = dict(zip(sc.seeds, sc.correct_SxP.mean(axis=1), strict=True))
     once = sc.seeds == (0,)
     body.append([b, s, *(f"{100 * at[0]:.1f} (all)" if once and k == 0 else "" if once else

@@ -9,16 +9,20 @@ EOS-ruled one is skipped, and said so: the definitions below are the operator's)
 back; each member model scores the generated tokens teacher-forced after its own prompt, and
 `composition.diagnostics.diagnose` (the definitions the letters use) runs on each problem's
 generated steps. Written into W:
-  diagnostics.jsonl          a row per problem: the quantities of PREDICTORS and per expert,
-                             which models rank EOS first at the step that ends the sequence
-                             (`eos_first_M`, background first), `correct`, and how far the
-                             decode's own |log Z| and active sets are from the recomputed ones
+  diagnostics.jsonl          a row per problem: the quantities of diagnostics_rows.PREDICTORS
+                             and per expert, which models rank EOS first at the step that ends
+                             the sequence (`eos_first_M`, background first), `correct`, and how
+                             far the decode's own |log Z| and active sets are from the
+                             recomputed ones
   diagnostics_summary.jsonl  a row per benchmark and composition, pooled over generated tokens
+                             (diagnostics_rows.summarize of this seed's rows)
   predictors.jsonl           a row per benchmark, composition and quantity of PREDICTORS: the
                              AUC of the quantity for failure with its bootstrap interval over
-                             problems (analysis.correlations.auc), or not testable
-`experiments/report.py --dir=W` adds the last two to W's report.md (llm_eval/report.py); the
-llm_study pipeline runs this pass as a stage after each split's scoring, then that report.
+                             problems (diagnostics_rows.predictors), or not testable
+`experiments/report.py --dir=W` adds the summary and predictors to W's report.md
+(llm_eval/report.py), recomputed from the diagnostics.jsonl of every seed scored in W (seed s's
+in W/seed_<s>/), pooled over seeds; the llm_study pipeline runs this pass as a stage after each
+seed's scoring, then that seed's report and its split's.
 Only the decode enters the quantities (no score), so each could be read before scoring.
 """
 
@@ -32,22 +36,13 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import correlations
 from compgen_jax.composition import diagnostics
 from compgen_jax.composition import spec as spec_lib
-from compgen_jax.llm_eval import benchmarks, decoding, report, runner, systems
+from compgen_jax.llm_eval import benchmarks, decoding, diagnostics_rows, report, runner, systems
 from compgen_jax.lm.model import Model, forward
 from compgen_jax.types import Array, ConfigError, DataError, PyTree
 
 TAIL_LOGP = -6.9  # diagnostics.tail_risk's tail: tokens with p_b < 1e-3
-# The pre-scoring quantities tested as predictors of failure, per problem (fixed before any
-# run): |log Z_t| mean and max, the experts' mean active fraction and largest pairwise
-# both-active fraction, mean KL(p_i || p_b), tail boost mean and max, unranked picks and mass,
-# the completion's length and whether it ran to the token budget.
-PREDICTORS = ("mean_abs_log_z", "max_abs_log_z", "active_frac", "overlap", "mean_kl",
-              "mean_tail_boost", "max_tail_boost", "unranked_pick_frac", "mean_unranked_mass",
-              "num_tokens", "hits_budget")
-_POOLED = ("mean_abs_log_z", "mean_tail_boost", "unranked_pick_frac", "mean_unranked_mass")
 
 
 def operator_alone(system: systems.System) -> bool:
@@ -150,53 +145,6 @@ def _row(system, bench: str, r: dict, d: dict, top_MxN: np.ndarray, eos_id: int)
   }
 
 
-def _pooled(group: list[dict], field: str) -> np.ndarray:
-  """A per-problem field's mean over every generated token of the group."""
-  w = np.asarray([r["num_tokens"] for r in group], np.float64)
-  return np.einsum("p,p...->...", w, np.asarray([r[field] for r in group])) / w.sum()
-
-
-def summarize(rows: list[dict]) -> list[dict]:
-  """Per benchmark and composition: the per-problem quantities pooled over generated tokens
-  (maxima as maxima), and at the EOS that ends a sequence, the fraction of those sequences in
-  which each model ranks EOS first, and in which none does."""
-  out = []
-  for key in dict.fromkeys((r["benchmark"], r["system"]) for r in rows):
-    group = [r for r in rows if (r["benchmark"], r["system"]) == key]
-    ends = np.asarray([r["eos_first_M"] for r in group if r["eos_first_M"] is not None], bool)
-    out.append({
-        "step": 0, "benchmark": key[0], "system": key[1], "members": group[0]["members"],
-        "num_problems": len(group), "num_correct": sum(r["correct"] for r in group),
-        "finish_eos": len(ends), "finish_budget": int(sum(r["hits_budget"] for r in group)),
-        "mean_tokens": float(np.mean([r["num_tokens"] for r in group])),
-        "active_frac_K": _pooled(group, "active_frac_K").tolist(),
-        "overlap": float(diagnostics.offdiag_max(_pooled(group, "overlap_KxK"))),
-        **{f: float(_pooled(group, f)) for f in _POOLED},
-        "max_abs_log_z": max(r["max_abs_log_z"] for r in group),
-        "max_tail_boost": max(r["max_tail_boost"] for r in group),
-        "eos_first_frac_M": ends.mean(axis=0).tolist() if len(ends) else None,
-        "eos_first_none": float((~ends.any(axis=1)).mean()) if len(ends) else None,
-        "decode_log_z_gap": max(r["decode_log_z_gap"] for r in group),
-        "decode_active_gap": sum(r["decode_active_gap"] for r in group)})
-  return out
-
-
-def predictors(rows: list[dict]) -> list[dict]:
-  """Per benchmark, composition and quantity of PREDICTORS: its AUC for failure (the chance a
-  failed problem's value exceeds a solved one's), with the bootstrap interval over problems."""
-  out = []
-  for key in dict.fromkeys((r["benchmark"], r["system"]) for r in rows):
-    group = [r for r in rows if (r["benchmark"], r["system"]) == key]
-    failed = [not r["correct"] for r in group]
-    for q in PREDICTORS:
-      a = correlations.auc([float(r[q]) for r in group], failed)
-      out.append({"step": 0, "benchmark": key[0], "system": key[1], "quantity": q,
-                  "auc": a.auc, "low": a.low, "high": a.high, "failures": a.positives,
-                  "successes": a.negatives,
-                  "text": correlations.auc_text(a, "failures", "successes")})
-  return out
-
-
 def diagnosable(resolved: list[systems.System]) -> list[systems.System]:
   """The compositions among the systems that the pass diagnoses (those decoding with their
   operator alone); ConfigError naming `systems` when there is none."""
@@ -233,7 +181,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
     by_id = {p.id: p for p in problems[b]}
     for s in usable:
       rows += system_rows(cfg, loaded, s, b, by_id, scored[b, s.name])
-  summary, preds = summarize(rows), predictors(rows)
+  summary, preds = diagnostics_rows.summarize(rows), diagnostics_rows.predictors(rows)
   for name, table in ((workdir_lib.DIAGNOSTICS_FILE, rows),
                       (workdir_lib.DIAGNOSTICS_SUMMARY_FILE, summary),
                       (workdir_lib.PREDICTORS_FILE, preds)):

@@ -1,12 +1,13 @@
 """The LLM composition report: accuracy per benchmark and system with its bootstrap interval
 next to the paper's table, the paired comparisons the study asks for with their verdicts
 (llm_eval/comparisons.py: over problems and, where the workdir scored several seeds' experts,
-seeds), the composition diagnostics (expert activity, overlap, log Z_t, EOS), two figures,
-and, when the evaluate pass has run (llm_eval/diagnose.py), its diagnostics summary and the
-AUC of each pre-scoring quantity for failure.
+seeds), the composition diagnostics at decode time (expert activity, overlap, log Z_t, EOS;
+seed 0's experts), two figures, and, when the evaluate pass has run (llm_eval/diagnose.py),
+its diagnostics summary and the AUC of each pre-scoring quantity for failure, both pooled over
+every seed it has diagnosed (llm_eval/diagnostics_rows.py; `read` does the pooling).
 
-Written from rows alone (`runner.summarize`'s, the per-problem rows, the pass's summary and
-predictor rows), so it can be rebuilt from the jsonl files (`rewrite`).
+Written from rows alone (`runner.summarize`'s, the per-problem rows, the pass's per-problem
+rows of each seed), so it can be rebuilt from the jsonl files (`rewrite`).
 """
 
 import os
@@ -21,7 +22,7 @@ import numpy as np  # noqa: E402
 from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import markdown  # noqa: E402
-from compgen_jax.llm_eval import comparisons  # noqa: E402
+from compgen_jax.llm_eval import comparisons, diagnostics_rows  # noqa: E402
 
 # Kumar et al. 2026, Gemma-2-2B base / coding / math experts, composed (% accuracy or pass@1)
 PAPER = {
@@ -186,9 +187,16 @@ def unisolated_note(rows: list[dict]) -> str:
           "sandbox, so a program could have changed its own result): " + "; ".join(bad) + ".")
 
 
+def _pooled_over(r: dict) -> str:
+  """' (40 problems x 3 seeds)' for a row pooled over seeds, else ''."""
+  return f" ({r['problems']} problems x {r['seeds']} seeds)" if "seeds" in r else ""
+
+
 def evaluate_summary_table(summary: list[dict]) -> str:
-  """The evaluate pass's rows per benchmark and composition (diagnose.summarize)."""
-  body = [[r["benchmark"], r["system"], f"{r['num_correct']}/{r['num_problems']}",
+  """The evaluate pass's rows per benchmark and composition (diagnostics_rows.summarize);
+  counts over (seed, problem) rows, which a row pooled over seeds says."""
+  body = [[r["benchmark"], r["system"],
+           f"{r['num_correct']}/{r['num_problems']}{_pooled_over(r)}",
            " / ".join(f"{a:.2f}" for a in r["active_frac_K"]), f"{r['overlap']:.2f}",
            f"{r['mean_abs_log_z']:.2f}", f"{r['unranked_pick_frac']:.3f}",
            f"{r['mean_tail_boost']:.2f}", f"{r['finish_eos']}/{r['num_problems']}",
@@ -209,32 +217,41 @@ def _auc_cell(r: dict) -> str:
 
 
 def predictors_table(preds: list[dict]) -> str:
-  """Per benchmark and composition, each quantity's AUC for failure (diagnose.predictors), in
-  the order the rows name the quantities."""
+  """Per benchmark and composition, each quantity's AUC for failure
+  (diagnostics_rows.predictors), in the order the rows name the quantities."""
   keys = list(dict.fromkeys((r["benchmark"], r["system"]) for r in preds))
   quantities = list(dict.fromkeys(r["quantity"] for r in preds))
   at = {(r["benchmark"], r["system"], r["quantity"]): r for r in preds}
   body = []
   for b, s in keys:
     first = at[b, s, quantities[0]]
-    body.append([b, s, f"{first['successes']} of {first['successes'] + first['failures']}",
+    body.append([b, s, f"{first['successes']} of {first['successes'] + first['failures']}"
+                 + _pooled_over(first),
                  *(_auc_cell(at[b, s, q]) for q in quantities)])
   return markdown.table(["benchmark", "composition", "solved", *quantities], body)
 
 
 def evaluate_section(summary: list[dict], preds: list[dict]) -> str:
-  """The evaluate pass's part of the report: its summary, then the predictors."""
+  """The evaluate pass's part of the report: its summary, then the predictors (pooled over
+  seeds where their rows say so)."""
+  seeds = max((r.get("seeds", 1) for r in [*summary, *preds]), default=1)
   return "\n\n".join([
-      "## Diagnostics of the composed decodes, teacher-forced (the evaluate pass)",
+      "## Diagnostics of the composed decodes, teacher-forced (the evaluate pass)"
+      + (f", {seeds} seeds' experts pooled" if seeds > 1 else ""),
       "Each composition's decodes scored again by its member models (llm_eval/diagnose.py), "
-      "tokens pooled over problems. Unranked picks: the fraction of tokens whose composed "
+      + (f"tokens pooled over problems and the {seeds} seeds' experts (counts over (seed, "
+         "problem) pairs). " if seeds > 1 else "tokens pooled over problems. ") +
+      "Unranked picks: the fraction of tokens whose composed "
       "argmax no model ranks first; tail boost: the composed logit minus log p_b on tokens "
       "with p_b < 1e-3; EOS ranked first: among the sequences that end at EOS, the fraction "
       "in which each model's own argmax is EOS at that step.",
       evaluate_summary_table(summary),
       "## Do the pre-scoring quantities predict failure?",
       "AUC of each quantity (computed from the decode alone, before scoring) for failure: > "
-      "0.5 when it is larger on failed problems; 95% bootstrap interval over problems; bold "
+      "0.5 when it is larger on failed problems; 95% bootstrap interval over problems"
+      + ("; over the (seed, problem) pairs, the interval resampling problems, each drawn with "
+         "all its seeds (one problem's seeds are not independent)" if seeds > 1 else "")
+      + "; bold "
       "where the interval excludes 0.5; not testable with too few successes or failures "
       "(analysis.correlations.MIN_CLASS), which the cell counts.",
       predictors_table(preds)])
@@ -258,8 +275,8 @@ def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
       *filter(None, [unisolated_note(rows)]), table(rows, cells),
       *filter(None, [protocol_note(rows)]), markdown.figure("accuracy.png", "accuracy"),
       *([comparisons.section(rows, problems)] if problems else []),
-      "## Composition diagnostics" + (" (seed 0's experts; seed_<s>/report.md: seed s's)"
-                                      if len(seeds) > 1 else ""),
+      "## Composition diagnostics" + (" at decode time (seed 0's experts; "
+                                      "seed_<s>/report.md: seed s's)" if len(seeds) > 1 else ""),
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "
       "fraction of tokens where two experts are both active (0 under the paper's disjointness "
       "assumption); log Z_t = 0 under exact factorization.",
@@ -269,11 +286,13 @@ def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
 
 
 def read(workdir: str) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
-  """A scored workdir's summary rows, the evaluate pass's summary and predictor rows ([] when
-  the pass has not run) and the per-problem rows of every seed (comparisons.read)."""
-  return (*(metric_writer.read_rows(os.path.join(workdir, name)) for name in (
-      workdir_lib.SUMMARY_FILE, workdir_lib.DIAGNOSTICS_SUMMARY_FILE,
-      workdir_lib.PREDICTORS_FILE)), comparisons.read(workdir))
+  """A scored workdir's summary rows, the evaluate pass's summary and predictor rows pooled
+  over every seed it has diagnosed (diagnostics_rows; [] when it has diagnosed none) and the
+  per-problem rows of every seed (comparisons.read)."""
+  diagnosed = diagnostics_rows.read(workdir)
+  return (metric_writer.read_rows(os.path.join(workdir, workdir_lib.SUMMARY_FILE)),
+          diagnostics_rows.summarize(diagnosed), diagnostics_rows.predictors(diagnosed),
+          comparisons.read(workdir))
 
 
 def rewrite(workdir: str) -> str:

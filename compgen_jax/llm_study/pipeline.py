@@ -252,7 +252,8 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
             llm_report.table(rows, comparisons.cells(problems)),
             "paired comparisons (llm_eval/comparisons.py):",
             comparisons.comparisons_table(comparisons.compare(rows, problems)),
-            "diagnostics of the compositions' decodes (the evaluate pass, seed 0):",
+            "diagnostics of the compositions' decodes (the evaluate pass, pooled over the "
+            "seeds it diagnosed):",
             llm_report.evaluate_summary_table(diagnosed),
             "AUC of each pre-scoring quantity for failure:", llm_report.predictors_table(preds)]
   return "\n".join(out)
