@@ -84,15 +84,15 @@ class Scores(NamedTuple):
   correct_SxP: np.ndarray
 
 
-def scores(rows: list[dict]) -> dict[tuple[str, str], Scores]:
+def scores(rows: list[dict], verb: str = "scored") -> dict[tuple[str, str], Scores]:
   """{(benchmark, system): its outcomes [seeds, problems]} of every scored pair, in the rows'
   order, grouped in one pass; DataError when a problem repeats or a pair's seeds scored
-  different problems."""
+  different problems (the crossed design; `verb` says what the rows record in its message)."""
   by_pair: dict[tuple[str, str], dict[int, dict[str, bool]]] = {}
   for r in rows:
     seen = by_pair.setdefault((r["benchmark"], r["system"]), {}).setdefault(r["seed"], {})
     if r["id"] in seen:
-      raise DataError(f"{r['benchmark']}/{r['system']}: problem {r['id']!r} scored twice at "
+      raise DataError(f"{r['benchmark']}/{r['system']}: problem {r['id']!r} {verb} twice at "
                       f"seed {r['seed']}")
     seen[r["id"]] = r["correct"]
   out = {}
@@ -101,7 +101,7 @@ def scores(rows: list[dict]) -> dict[tuple[str, str], Scores]:
     ids = tuple(sorted(by_seed[seeds[0]]))
     for s in seeds[1:]:
       if tuple(sorted(by_seed[s])) != ids:
-        raise DataError(f"{bench}/{system}: seed {s} scored other problems than seed "
+        raise DataError(f"{bench}/{system}: seed {s} {verb} other problems than seed "
                         f"{seeds[0]}")
     out[bench, system] = Scores(seeds, ids, np.asarray(
         [[by_seed[s][i] for i in ids] for s in seeds], np.float64))

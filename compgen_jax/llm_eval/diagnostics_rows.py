@@ -25,7 +25,6 @@ from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import correlations
 from compgen_jax.composition import diagnostics
 from compgen_jax.llm_eval import comparisons
-from compgen_jax.types import DataError
 
 # The pre-scoring quantities tested as predictors of failure, per problem (fixed before any
 # run): |log Z_t| mean and max, the experts' mean active fraction and largest pairwise
@@ -47,23 +46,14 @@ def read(workdir: str) -> list[dict]:
 
 def groups(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
   """The rows per (benchmark, composition), in the rows' order; DataError when a problem repeats
-  at a seed or the seeds diagnosed different problems."""
+  at a seed or the seeds diagnosed different problems (comparisons.scores' check of the crossed
+  design)."""
+  comparisons.scores([{"benchmark": r["benchmark"], "system": r["system"],
+                       "seed": r.get("seed", 0), "id": str(r["id"]), "correct": r["correct"]}
+                      for r in rows], verb="diagnosed")
   out: dict[tuple[str, str], list[dict]] = {}
   for r in rows:
     out.setdefault((r["benchmark"], r["system"]), []).append(r)
-  for (bench, system), group in out.items():
-    by_seed: dict[int, set[str]] = {}
-    for r in group:
-      ids = by_seed.setdefault(r.get("seed", 0), set())
-      if str(r["id"]) in ids:
-        raise DataError(f"{bench}/{system}: problem {r['id']!r} diagnosed twice at seed "
-                        f"{r.get('seed', 0)}")
-      ids.add(str(r["id"]))
-    first = min(by_seed)
-    for seed, ids in by_seed.items():
-      if ids != by_seed[first]:
-        raise DataError(f"{bench}/{system}: seed {seed} diagnosed other problems than seed "
-                        f"{first} (run its evaluate pass again)")
   return out
 
 
