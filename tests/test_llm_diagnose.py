@@ -31,8 +31,14 @@ def test_auc_on_a_hand_computed_case():
   apart = [5.0, 6.0, 7.0, 8.0, 9.0, 0.0, 1.0, 2.0, 3.0, 4.0]
   assert correlations.auc(apart, [True] * 5 + [False] * 5)[:3] == (1.0, 1.0, 1.0)
   assert correlations.auc(apart, [False] * 5 + [True] * 5)[:3] == (0.0, 0.0, 0.0)
+  # every resample on one side of 0.5: p = 0; every resample at 0.5 (all tied): p = 1
+  assert correlations.auc(apart, [True] * 5 + [False] * 5).p == 0.0
+  assert correlations.auc(apart, [False] * 5 + [True] * 5).p == 0.0
+  assert correlations.auc([2.0] * 10, [True] * 5 + [False] * 5)[:3] == (0.5, 0.5, 0.5)
+  assert correlations.auc([2.0] * 10, [True] * 5 + [False] * 5).p == 1.0
   short = correlations.auc(list(range(40)), [True] * 36 + [False] * 4)
   assert math.isnan(short.auc) and (short.positives, short.negatives) == (36, 4)
+  assert math.isnan(short.p)
   assert correlations.auc_text(short, "failures", "successes") == "not testable: 4 successes"
   assert correlations.auc_text(a) == f"{a.auc:.3f} [{a.low:.3f}, {a.high:.3f}]"
   with pytest.raises(ValueError, match="one vector"):
@@ -49,8 +55,10 @@ def test_auc_interval_is_the_percentile_of_resampled_aucs():
   picks = np.random.default_rng(correlations.BOOTSTRAP_SEED).integers(
       0, 30, size=(correlations.BOOTSTRAP_DRAWS, 30))
   plain = lambda pos, neg: np.mean([(a > b) + 0.5 * (a == b) for a in pos for b in neg])  # noqa: E731
-  draws = [plain(s[p][y[p]], s[p][~y[p]]) for p in picks if 0 < y[p].sum() < 30]
+  draws = np.asarray([plain(s[p][y[p]], s[p][~y[p]]) for p in picks if 0 < y[p].sum() < 30])
   assert (a.low, a.high) == pytest.approx(tuple(np.quantile(draws, [0.025, 0.975])))
+  # the two-sided p-value of AUC = 0.5: twice the smaller tail of the same draws
+  assert a.p == pytest.approx(min(1, 2 * min(np.mean(draws <= 0.5), np.mean(draws >= 0.5))))
 
 
 def _numpy_reference(logp_MxNxV, n, lam_K, eos_id, kl_threshold, tail_logp):

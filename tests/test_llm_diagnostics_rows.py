@@ -91,9 +91,10 @@ def test_the_summary_pools_every_token_of_both_seeds(tmp_path):
   assert "seeds" not in diagnostics_rows.summarize(seeds[0])[0]
 
 
-def _reference_interval(scores, failed, problems) -> tuple[float, float]:
+def _reference_interval(scores, failed, problems) -> tuple[float, float, float]:
   """Percentile interval of AUCs of index draws: each draw picks problems (numbered in the
-  order the rows first give them) and takes every row of each picked problem."""
+  order the rows first give them) and takes every row of each picked problem; and the
+  two-sided p-value of AUC = 0.5, twice the smaller share of draws on either side."""
   s, y, p = map(np.asarray, (scores, failed, problems))
   order = list(dict.fromkeys(problems))
   members = [np.flatnonzero(p == name) for name in order]
@@ -105,7 +106,8 @@ def _reference_interval(scores, failed, problems) -> tuple[float, float]:
     if len(pos) and len(neg):
       draws.append(((pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])).mean())
   low, high = np.quantile(draws, [0.025, 0.975])
-  return low, high
+  draws = np.asarray(draws)
+  return low, high, min(1.0, 2 * min(np.mean(draws <= 0.5), np.mean(draws >= 0.5)))
 
 
 def test_the_clustered_interval_resamples_problems_with_all_their_seeds(tmp_path):
@@ -118,11 +120,20 @@ def test_the_clustered_interval_resamples_problems_with_all_their_seeds(tmp_path
   pos = np.asarray(scores)[np.asarray(failed)]
   neg = np.asarray(scores)[~np.asarray(failed)]
   assert a.auc == pytest.approx(np.mean(pos[:, None] > neg[None]))  # no ties
-  np.testing.assert_allclose((a.low, a.high), _reference_interval(scores, failed, problems),
-                             rtol=0, atol=1e-12)
+  np.testing.assert_allclose((a.low, a.high, a.p),
+                             _reference_interval(scores, failed, problems), rtol=0, atol=1e-12)
   assert a.low > 0.5  # the planted predictor is found
   with pytest.raises(ValueError, match="3 cluster labels for 60 scores"):
     correlations.auc(scores, failed, clusters=problems[:3])
+  # a moderate planted effect over 25 problems of two rows each: p neither 0 nor 1
+  rng = np.random.default_rng(7)
+  failed = np.repeat(rng.random(25) < 0.5, 2)
+  scores = rng.normal(size=50) + 0.5 * failed
+  problems = np.repeat([f"p{i}" for i in range(25)], 2).tolist()
+  a = correlations.auc(scores, failed, clusters=problems)
+  np.testing.assert_allclose((a.low, a.high, a.p),
+                             _reference_interval(scores, failed, problems), rtol=0, atol=1e-12)
+  assert 0.0 < a.p < 1.0
 
 
 def test_a_copied_seed_gives_the_one_seed_auc_and_interval(tmp_path):
@@ -169,3 +180,61 @@ def test_seeds_that_diagnosed_other_problems_are_refused(tmp_path):
     report.read(workdir)
   with pytest.raises(DataError, match="diagnosed twice at seed 0"):
     diagnostics_rows.summarize(seeds[0] + seeds[0][:1])
+
+
+def _quantity_rows(rng, failed, planted: dict) -> list[dict]:
+  """One problem per row, every quantity noise except the planted shifts on failed problems."""
+  return [{"benchmark": BENCH, "system": SYSTEM, "id": f"p{i}", "correct": not bad,
+           **{q: float(rng.normal() + planted.get(q, 0.0) * bad)
+              for q in diagnostics_rows.PREDICTORS}} for i, bad in enumerate(failed)]
+
+
+def test_a_planted_predictor_among_noise_is_named_with_its_direction():
+  rng = np.random.default_rng(5)
+  failed = rng.random(40) < 0.5
+  rows = _quantity_rows(rng, failed, {"mean_kl": 3.0, "num_tokens": -3.0})
+  [v] = diagnostics_rows.verdicts(diagnostics_rows.predictors(rows))
+  assert (v["benchmark"], v["system"], v["predicts"]) == (BENCH, SYSTEM, "yes")
+  assert v["tested"] == len(diagnostics_rows.PREDICTORS)
+  found = {q["quantity"]: q["direction"] for q in v["quantities"]}
+  assert found == {"mean_kl": "larger on failed problems",
+                   "num_tokens": "smaller on failed problems"}
+  assert all(q["p"] < 0.05 / len(diagnostics_rows.PREDICTORS) for q in v["quantities"])
+
+
+def _pred(q, low, high, p, system=SYSTEM) -> dict:
+  testable = not np.isnan(low)
+  return {"benchmark": BENCH, "system": system, "quantity": q, "auc": (low + high) / 2,
+          "low": low, "high": high, "p": p,
+          "text": f"{(low + high) / 2:.3f} [{low:.3f}, {high:.3f}]" if testable else
+          "not testable: 0 successes"}
+
+
+def test_holm_over_the_testable_quantities_decides_the_verdict():
+  qs, nan = diagnostics_rows.PREDICTORS, float("nan")
+  # one borderline interval apart from 0.5 (p = 0.03) among ten noise ones: 0.03 > 0.05 / 11
+  borderline = _pred(qs[0], 0.52, 0.80, 0.03)
+  noise = [_pred(q, 0.40, 0.62, 0.5) for q in qs[1:]]
+  [v] = diagnostics_rows.verdicts([borderline, *noise])
+  assert (v["predicts"], v["quantities"], v["tested"]) == ("no", [], 11)
+  # the same alone among untestable quantities: Holm over one, 0.03 < 0.05
+  alone = [_pred(q, nan, nan, nan) for q in qs[1:]]
+  [v] = diagnostics_rows.verdicts([borderline, *alone])
+  assert (v["predicts"], v["tested"]) == ("yes", 1)
+  assert v["quantities"] == [{"quantity": qs[0], "text": borderline["text"], "p": 0.03,
+                              "direction": "larger on failed problems"}]
+  # step-down over 11: thresholds 0.05/11, 0.05/10, 0.05/9: 0.001 and 0.004 pass, 0.02 stops
+  ps = [0.001, 0.004, 0.02] + [0.5] * 8
+  apart = [_pred(q, 0.2, 0.45, p) if p < 0.5 else _pred(q, 0.4, 0.6, p)
+           for q, p in zip(qs, ps, strict=True)]
+  [v] = diagnostics_rows.verdicts(apart)
+  assert [q["quantity"] for q in v["quantities"]] == list(qs[:2])
+  assert {q["direction"] for q in v["quantities"]} == {"smaller on failed problems"}
+  # nothing testable; and a second composition keeps its own family, in the rows' order
+  other = [_pred(q, nan, nan, nan, "composed_3") for q in qs]
+  verdicts = diagnostics_rows.verdicts([*other, borderline, *alone])
+  assert [(v["system"], v["predicts"], v["tested"]) for v in verdicts] == [
+      ("composed_3", "not testable", 0), (SYSTEM, "yes", 1)]
+  # a testable row without a p-value (written before predictors gave one) is refused
+  with pytest.raises(DataError, match=f"without a p-value \\({qs[0]}\\)"):
+    diagnostics_rows.verdicts([{k: v for k, v in borderline.items() if k != "p"}])

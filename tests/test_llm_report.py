@@ -2,6 +2,7 @@
 produced it, and the committed reports regenerate from their summary rows byte for byte."""
 
 import glob
+import math
 import os
 import shutil
 
@@ -56,6 +57,28 @@ def test_predictors_table_counts_the_solved_and_bolds_intervals_apart_from_half(
                       "0.550 [0.450, 0.650] | **0.300 [0.200, 0.450]** |")
   assert lines[3] == "| funcs | composed | 0 of 40 | " + " | ".join(
       ["not testable: 0 successes"] * 3) + " |"
+
+
+def test_the_verdict_table_names_what_survives_holm_and_states_the_rule():
+  def row(system, q, low, high, p):
+    return {"benchmark": "arith", "system": system, "quantity": q, "auc": (low + high) / 2,
+            "low": low, "high": high, "p": p, "failures": 20, "successes": 10,
+            "text": f"{(low + high) / 2:.3f} [{low:.3f}, {high:.3f}]" if math.isfinite(low)
+            else "not testable: 0 successes"}
+  nan = float("nan")
+  preds = [row("composed", "a", 0.6, 0.8, 0.001), row("composed", "b", 0.2, 0.4, 0.02),
+           row("composed_3", "a", 0.55, 0.75, 0.03), row("composed_3", "b", 0.4, 0.6, 0.4),
+           *(row("composed_4", q, nan, nan, nan) for q in "ab")]
+  lines = report.verdict_table(preds).splitlines()
+  # Holm over two: 0.001 < 0.05 / 2, then 0.02 < 0.05 / 1; 0.03 > 0.05 / 2 stops
+  assert lines[2] == ("| arith | composed | **yes** | 2 | a 0.700 [0.600, 0.800], p = 0.001, "
+                      "larger on failed problems; b 0.300 [0.200, 0.400], p = 0.020, smaller "
+                      "on failed problems |")
+  assert lines[3] == "| arith | composed_3 | **no** | 2 | - |"
+  assert lines[4] == "| arith | composed_4 | **not testable** | 0 | - |"
+  section = report.evaluate_section([], preds)
+  assert "survives Holm's step-down correction" in section and "family-wise 0.05" in section
+  assert section.endswith(report.verdict_table(preds))
 
 
 COMMITTED = sorted(os.path.dirname(p) for pattern in ("*", os.path.join("*", "*"))

@@ -2,8 +2,8 @@
 Fisher-z interval, the same with an interval from a bootstrap that resamples whole clusters of
 runs (a setting's seeds share their teacher, so runs are not independent), and the strong-
 correlation rule (verdicts.RULES['correlation']). Also the AUC of a score as a predictor of a
-binary outcome, with a bootstrap interval from the same resampling settings (of items, or of
-whole clusters of them)."""
+binary outcome, with a bootstrap interval and p-value from the same resampling settings (of
+items, or of whole clusters of them)."""
 
 import math
 from typing import NamedTuple
@@ -149,6 +149,7 @@ class Auc(NamedTuple):
   high: float
   positives: int  # finite scores of each class
   negatives: int
+  p: float = math.nan  # two-sided bootstrap p-value of AUC = 0.5 (NaN: not testable)
 
 
 def _pair_matrix(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
@@ -163,7 +164,10 @@ def auc(scores, positive, clusters=None) -> Auc:
   (a label per item) of whole clusters, every item of a drawn cluster drawn with it
   (resamples lacking a class are skipped). Items with a non-finite score are left out; NaN
   throughout when either class has fewer than MIN_CLASS items. Clusters of one item each give
-  the interval without clusters, draw for draw."""
+  the interval without clusters, draw for draw. `p` is the two-sided bootstrap p-value of
+  AUC = 0.5 from the same draws: min(1, 2 min(fraction of draws <= 0.5, fraction >= 0.5))
+  (0 when every draw lies on one side of 0.5, 1 when the draws straddle it evenly or all equal
+  it), what verdicts.holm reads."""
   s, y = np.asarray(scores, np.float64), np.asarray(positive, bool)
   if s.shape != y.shape or s.ndim != 1:
     raise ValueError(f"scores {s.shape} and labels {y.shape} must be one vector each")
@@ -186,7 +190,8 @@ def auc(scores, positive, clusters=None) -> Auc:
   usable = total > 0
   draws = np.einsum("bi,ij,bj->b", w_pos[usable], pairs, w_neg[usable]) / total[usable]
   low, high = percentile_interval(draws)
-  return Auc(point, low, high, n_pos, n_neg)
+  p = min(1.0, 2 * min(float(np.mean(draws <= 0.5)), float(np.mean(draws >= 0.5))))
+  return Auc(point, low, high, n_pos, n_neg, p)
 
 
 def auc_text(a: Auc, positive: str = "positives", negative: str = "negatives") -> str:

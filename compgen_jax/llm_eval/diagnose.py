@@ -18,8 +18,9 @@ generated steps. Written into W:
                              (diagnostics_rows.summarize of this seed's rows)
   predictors.jsonl           a row per benchmark, composition and quantity of PREDICTORS: the
                              AUC of the quantity for failure with its bootstrap interval over
-                             problems (diagnostics_rows.predictors), or not testable
-`experiments/report.py --dir=W` adds the summary and predictors to W's report.md
+                             problems and p-value of AUC = 0.5 (diagnostics_rows.predictors),
+                             or not testable
+`experiments/report.py --dir=W` adds the summary, predictors and their verdicts to W's report.md
 (llm_eval/report.py), recomputed from the diagnostics.jsonl of every seed scored in W (seed s's
 in W/seed_<s>/), pooled over seeds; the llm_study pipeline runs this pass as a stage after each
 seed's scoring, then that seed's report and its split's.

@@ -7,7 +7,9 @@ composition, over one seed's experts or pooled over several (issue 38, items 4 a
               bootstrap interval resampling PROBLEMS as clusters (analysis.correlations.auc):
               a problem is drawn with all its seeds' rows, because the seeds' decodes of one
               problem share its difficulty and are not independent. With one seed each problem
-              is its own cluster: the bootstrap over problems, draw for draw.
+              is its own cluster: the bootstrap over problems, draw for draw; with its
+              two-sided bootstrap p-value of AUC = 0.5 from the same draws
+  verdicts    per benchmark and composition, whether some quantity predicts failure (RULE)
 
 A row without a `seed` is seed 0's (the pass's own rows of one workdir); with several seeds each
 output row also says `seeds` and `problems` (distinct problems), and every seed must have
@@ -16,6 +18,7 @@ diagnosed the same problems of a composition (crossed, as comparisons.scores req
 with its seed; the llm report pools them (report.read).
 """
 
+import math
 import os
 
 import numpy as np
@@ -23,8 +26,10 @@ import numpy as np
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import correlations
+from compgen_jax.analysis import verdicts as rules
 from compgen_jax.composition import diagnostics
 from compgen_jax.llm_eval import comparisons
+from compgen_jax.types import DataError
 
 # The pre-scoring quantities tested as predictors of failure, per problem (fixed before any
 # run): |log Z_t| mean and max, the experts' mean active fraction and largest pairwise
@@ -33,6 +38,13 @@ from compgen_jax.llm_eval import comparisons
 PREDICTORS = ("mean_abs_log_z", "max_abs_log_z", "active_frac", "overlap", "mean_kl",
               "mean_tail_boost", "max_tail_boost", "unranked_pick_frac", "mean_unranked_mass",
               "num_tokens", "hits_budget")
+RULE = (f"a composition's quantities predict failure on a benchmark (yes) when at least one "
+        f"quantity's interval excludes 0.5 and survives Holm's step-down correction over the "
+        f"benchmark-composition's testable quantities at family-wise {1 - rules.LEVEL:.2f} "
+        f"(each with its two-sided bootstrap p-value of AUC = 0.5 from the interval's own "
+        f"draws); else no, which is not a claim that the quantities carry no information about "
+        f"failure, only that none is told apart from chance here; not testable when no "
+        f"quantity is")
 _POOLED = ("mean_abs_log_z", "mean_tail_boost", "unranked_pick_frac", "mean_unranked_mass")
 
 
@@ -106,8 +118,41 @@ def predictors(rows: list[dict]) -> list[dict]:
     for q in PREDICTORS:
       a = correlations.auc([float(r[q]) for r in group], failed, clusters=problem)
       out.append({"step": 0, "benchmark": key[0], "system": key[1], "quantity": q,
-                  "auc": a.auc, "low": a.low, "high": a.high, "failures": a.positives,
+                  "auc": a.auc, "low": a.low, "high": a.high, "p": a.p, "failures": a.positives,
                   "successes": a.negatives,
                   "text": correlations.auc_text(a, "failures", "successes"),
                   **_counted(group)})
+  return out
+
+
+def excludes_half(row: dict) -> bool:
+  """A predictor row's interval excludes 0.5 (False when not testable: NaN, or "nan" as
+  metric_writer reads a NaN back)."""
+  return float(row["low"]) > 0.5 or float(row["high"]) < 0.5
+
+
+def verdicts(preds: list[dict]) -> list[dict]:
+  """Per benchmark and composition, in the order `preds` (`predictors`' rows) give them:
+  whether some quantity predicts failure (RULE), the quantities that do (each with its AUC
+  text, p-value and direction) and how many were testable. DataError for a testable row
+  without a finite p-value (rows written before `predictors` gave one): Holm would keep its
+  yes uncorrected."""
+  by_key: dict[tuple[str, str], list[dict]] = {}
+  for r in preds:
+    by_key.setdefault((r["benchmark"], r["system"]), []).append(r)
+  out = []
+  for (bench, system), group in by_key.items():
+    testable = [r for r in group if math.isfinite(float(r["auc"]))]
+    stale = [r["quantity"] for r in testable if not math.isfinite(float(r.get("p", math.nan)))]
+    if stale:
+      raise DataError(f"{bench} / {system}: testable predictors without a p-value "
+                      f"({', '.join(stale)}); recompute the rows with diagnostics_rows.predictors")
+    kept = rules.holm([rules.Judgement(excludes_half(r), r["text"], float(r["p"]))
+                       for r in testable])
+    found = [{"quantity": r["quantity"], "text": r["text"], "p": float(r["p"]),
+              "direction": ("larger" if float(r["auc"]) > 0.5 else "smaller")
+              + " on failed problems"} for r, ok in zip(testable, kept, strict=True) if ok]
+    out.append({"benchmark": bench, "system": system,
+                "predicts": "not testable" if not testable else "yes" if found else "no",
+                "quantities": found, "tested": len(testable)})
   return out

@@ -3,8 +3,9 @@ next to the paper's table, the paired comparisons the study asks for with their 
 (llm_eval/comparisons.py: over problems and, where the workdir scored several seeds' experts,
 seeds), the composition diagnostics at decode time (expert activity, overlap, log Z_t, EOS;
 seed 0's experts), two figures, and, when the evaluate pass has run (llm_eval/diagnose.py),
-its diagnostics summary and the AUC of each pre-scoring quantity for failure, both pooled over
-every seed it has diagnosed (llm_eval/diagnostics_rows.py; `read` does the pooling).
+its diagnostics summary and the AUC of each pre-scoring quantity for failure with a verdict
+per benchmark and composition (Holm over its quantities), pooled over every seed it has
+diagnosed (llm_eval/diagnostics_rows.py; `read` does the pooling).
 
 Written from rows alone (`runner.summarize`'s, the per-problem rows, the pass's per-problem
 rows of each seed), so it can be rebuilt from the jsonl files (`rewrite`).
@@ -212,8 +213,7 @@ def evaluate_summary_table(summary: list[dict]) -> str:
 
 def _auc_cell(r: dict) -> str:
   """The row's text (AUC [interval], or not testable), bold when the interval excludes 0.5."""
-  apart = float(r["low"]) > 0.5 or float(r["high"]) < 0.5  # NaN ("nan" read back): untestable
-  return f"**{r['text']}**" if apart else r["text"]
+  return f"**{r['text']}**" if diagnostics_rows.excludes_half(r) else r["text"]
 
 
 def predictors_table(preds: list[dict]) -> str:
@@ -231,9 +231,21 @@ def predictors_table(preds: list[dict]) -> str:
   return markdown.table(["benchmark", "composition", "solved", *quantities], body)
 
 
+def verdict_table(preds: list[dict]) -> str:
+  """Per benchmark and composition, whether a pre-scoring quantity predicts failure
+  (diagnostics_rows.verdicts): the quantities that survive Holm, each with its AUC, bootstrap
+  p-value and direction."""
+  body = [[v["benchmark"], v["system"], f"**{v['predicts']}**", v["tested"],
+           "; ".join(f"{q['quantity']} {q['text']}, p = {q['p']:.3f}, {q['direction']}"
+                     for q in v["quantities"]) or "-"]
+          for v in diagnostics_rows.verdicts(preds)]
+  return markdown.table(["benchmark", "composition", "predicts failure", "quantities tested",
+                         "surviving Holm (AUC [interval], p, direction)"], body)
+
+
 def evaluate_section(summary: list[dict], preds: list[dict]) -> str:
   """The evaluate pass's part of the report: its summary, then the predictors (pooled over
-  seeds where their rows say so)."""
+  seeds where their rows say so) and their verdicts."""
   seeds = max((r.get("seeds", 1) for r in [*summary, *preds]), default=1)
   return "\n\n".join([
       "## Diagnostics of the composed decodes, teacher-forced (the evaluate pass)"
@@ -254,7 +266,9 @@ def evaluate_section(summary: list[dict], preds: list[dict]) -> str:
       + "; bold "
       "where the interval excludes 0.5; not testable with too few successes or failures "
       "(analysis.correlations.MIN_CLASS), which the cell counts.",
-      predictors_table(preds)])
+      predictors_table(preds),
+      f"Verdict: {diagnostics_rows.RULE}.",
+      verdict_table(preds)])
 
 
 def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
