@@ -189,7 +189,8 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
     metric_writer.replace_step_rows(os.path.join(workdir, name), 0, table)
   skipped = [f"{s.name} ({spec_lib.describe(spec_lib.from_config(s.compose))})"
              for s in composed if s not in usable]
-  return "\n\n".join([report.evaluate_summary_table(summary), report.predictors_table(preds)]
+  return "\n\n".join([report.evaluate_summary_table(summary), report.predictors_table(preds),
+                      report.verdict_table(preds)]
                      + ([f"skipped (not the operator alone): {', '.join(skipped)}"]
                         if skipped else []))
 

@@ -255,5 +255,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
             "diagnostics of the compositions' decodes (the evaluate pass, pooled over the "
             "seeds it diagnosed):",
             llm_report.evaluate_summary_table(diagnosed),
-            "AUC of each pre-scoring quantity for failure:", llm_report.predictors_table(preds)]
+            "AUC of each pre-scoring quantity for failure:", llm_report.predictors_table(preds),
+            "do they predict failure (registered rule: diagnostics_rows.RULE)?",
+            llm_report.verdict_table(preds)]
   return "\n".join(out)
