@@ -124,7 +124,7 @@ def test_batched_equals_one_forward_per_document(tiny_llm_data, export):
   assert copying.measure(export, data_dir, count=COUNT, batch=COUNT + 3) == got
 
 
-def test_missing_tokenizer_or_bad_count_fails_before_any_forward(tiny_llm_data, export,
+def test_missing_or_other_tokenizer_or_bad_count_fails_before_any_forward(tiny_llm_data, export,
                                                                  tmp_path):
   _, data_dir = tiny_llm_data
   shutil.copy(os.path.join(data_dir, build.PROSE), tmp_path / build.PROSE)
@@ -132,6 +132,12 @@ def test_missing_tokenizer_or_bad_count_fails_before_any_forward(tiny_llm_data, 
     copying.measure(export, str(tmp_path))
   with pytest.raises(ConfigError, match="count"):
     copying.measure(export, data_dir, count=0)
+  other = tmp_path / "other_export"
+  shutil.copytree(export, other)
+  with open(other / build.TOKENIZER, "ab") as f:  # the same vocabulary, other bytes
+    f.write(b"\0")
+  with pytest.raises(CheckpointError, match="differs"):
+    copying.measure(str(other), data_dir)
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess:

@@ -7,6 +7,8 @@ line's first copy, only copying it predicts the second, so second >> first means
 copies in context (benchmarks/copying.py prints the two numbers).
 """
 
+import filecmp
+import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -18,7 +20,7 @@ from compgen_jax import checks
 from compgen_jax.llm_data import build
 from compgen_jax.lm import gemma2
 from compgen_jax.lm import model as model_lib
-from compgen_jax.types import Array, DataError, PyTree
+from compgen_jax.types import Array, CheckpointError, DataError, PyTree
 
 COUNT, SEED = 64, 99  # the held-out lines of docs/llm_study.md (the repeat source reads seed 0)
 BATCH = 16  # documents per forward
@@ -86,16 +88,27 @@ def model_logits(model: model_lib.Model, params: PyTree) -> LogitsFn:
   return lambda tokens_BxL, valid_BxL: forward(params, tokens_BxL, valid_BxL)
 
 
+def _same_tokenizer(export: str, data_dir: str) -> None:
+  """An export that carries a tokenizer.model (lm_train's do) must carry the data's: the lines
+  are encoded with the data's, and another of the same size would score nonsense silently."""
+  ours, theirs = (os.path.join(d, build.TOKENIZER) for d in (export, data_dir))
+  if os.path.isfile(ours) and not filecmp.cmp(ours, theirs, shallow=False):
+    raise CheckpointError(f"{ours!r} differs from {theirs!r}: the export was not trained on "
+                          "this data directory's tokenizer")
+
+
 def measure(export: str, data_dir: str, count: int = COUNT, seed: int = SEED,
             batch: int = BATCH) -> Copying:
   """Copying of the Gemma-2 export at `export` on `count` repeat lines drawn with `seed` from
   llm_data's `data_dir` (its tokenizer.model, checked against the export's vocabulary and
-  special ids). A missing export, tokenizer or corpus fails before any forward pass."""
+  special ids, and equal to the export's own when it has one). A missing export, tokenizer or
+  corpus fails before any forward pass."""
   checks.integer("count", count, low=1)
   checks.integer("seed", seed, low=0)
   checks.integer("batch", batch, low=1)
   model, params = gemma2.load(export)
   sp = gemma2.load_tokenizer(data_dir, model)
+  _same_tokenizer(export, data_dir)
   lines = build.repeated_passages(data_dir, count=count, seed=seed)
   return accuracy(model_logits(model, params), documents(sp, model.bos_id, lines),
                   model.pad_id, batch)
