@@ -153,7 +153,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.data.arith.max_operand = 10
     # configs/lm_train.py's cpu_expert_* learn at a third of the background's rate (3.3e-4),
     # which at quick size wrote the format and no right answer; the quick pilot's rate
-    # instead. EXPERT_STEPS (not cpu_expert_*'s 500): 3 seeds of 3 experts and the joint
+    # instead. CPU_EXPERT_STEPS (not cpu_expert_*'s 500): 3 seeds of 3 experts and the joint
     # model must fit the 3 h budget beside the background's hour (docs/llm_study.md, the
     # pilot of 2026-12-05); a checkpoint every 100 steps, so a kill loses little.
     for section in (*cfg.experts.values(), cfg.joint):
