@@ -88,9 +88,12 @@ def test_a_job_dies_even_when_the_scorer_is_killed():
 
 
 def test_memory_limit_turns_allocation_into_an_error():
-  result = run("def f():\n  return len(bytearray(1 << 34))\n", memory_mb=256)
+  # A generous wall limit: on a loaded 2-core CI machine growing to 256 MiB once took over 2 s and
+  # ended as a timeout. The loop stops at 1.6 GB, so without the limit it returns "ok" and fails.
+  result = run("def f():\n  return len(bytearray(1 << 34))\n", memory_mb=256, timeout_s=30.0)
   assert result.status == "error" and "MemoryError" in result.message
-  grown = run("def f():\n  x = []\n  while True:\n    x.append([0] * 100000)\n", memory_mb=256)
+  grown = run("def f():\n  x = []\n  for _ in range(2000):\n    x.append([0] * 100000)\n",
+              memory_mb=256, timeout_s=30.0)
   assert grown.status == "error" and "MemoryError" in grown.message
 
 
