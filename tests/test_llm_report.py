@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.llm_eval import report
+from compgen_jax.llm_eval import evaluate_report, report
 from tests.helpers import REPO
 
 SYSTEMS = ("base", "math", "coding", "composed", "task_arithmetic")
@@ -51,7 +51,7 @@ def test_predictors_table_counts_the_solved_and_bolds_intervals_apart_from_half(
   preds = [row("arith", "a", 0.7, 0.6, 0.8), row("arith", "b", 0.55, 0.45, 0.65),
            row("arith", "c", 0.3, 0.2, 0.45),
            *(row("funcs", q, nan, nan, nan, 40, 0) for q in "abc")]
-  lines = report.predictors_table(preds).splitlines()
+  lines = evaluate_report.predictors_table(preds).splitlines()
   assert lines[0] == "| benchmark | composition | solved | a | b | c |"
   assert lines[2] == ("| arith | composed | 10 of 30 | **0.700 [0.600, 0.800]** | "
                       "0.550 [0.450, 0.650] | **0.300 [0.200, 0.450]** |")
@@ -69,16 +69,16 @@ def test_the_verdict_table_names_what_survives_holm_and_states_the_rule():
   preds = [row("composed", "a", 0.6, 0.8, 0.001), row("composed", "b", 0.2, 0.4, 0.02),
            row("composed_3", "a", 0.55, 0.75, 0.03), row("composed_3", "b", 0.4, 0.6, 0.4),
            *(row("composed_4", q, nan, nan, nan) for q in "ab")]
-  lines = report.verdict_table(preds).splitlines()
+  lines = evaluate_report.verdict_table(preds).splitlines()
   # Holm over two: 0.001 < 0.05 / 2, then 0.02 < 0.05 / 1; 0.03 > 0.05 / 2 stops
   assert lines[2] == ("| arith | composed | **yes** | 2 | a 0.700 [0.600, 0.800], p = 0.001, "
                       "larger on failed problems; b 0.300 [0.200, 0.400], p = 0.020, smaller "
                       "on failed problems |")
   assert lines[3] == "| arith | composed_3 | **no** | 2 | - |"
   assert lines[4] == "| arith | composed_4 | **not testable** | 0 | - |"
-  section = report.evaluate_section([], preds)
+  section = evaluate_report.section([], preds)
   assert "survives Holm's step-down correction" in section and "family-wise 0.05" in section
-  assert section.endswith(report.verdict_table(preds))
+  assert section.endswith(evaluate_report.verdict_table(preds))
 
 
 COMMITTED = sorted(os.path.dirname(p) for pattern in ("*", os.path.join("*", "*"))

@@ -21,9 +21,10 @@ generated steps. Written into W:
                              problems and p-value of AUC = 0.5 (diagnostics_rows.predictors),
                              or not testable
 `experiments/report.py --dir=W` adds the summary, predictors and their verdicts to W's report.md
-(llm_eval/report.py), recomputed from the diagnostics.jsonl of every seed scored in W (seed s's
-in W/seed_<s>/), pooled over seeds; the llm_study pipeline runs this pass as a stage after each
-seed's scoring, then that seed's report and its split's.
+(llm_eval/evaluate_report.py's section of llm_eval/report.py), recomputed from the
+diagnostics.jsonl of every seed scored in W (seed s's in W/seed_<s>/), pooled over seeds; the
+llm_study pipeline runs this pass as a stage after each seed's scoring, then that seed's report
+and its split's.
 Only the decode enters the quantities (no score), so each could be read before scoring.
 """
 
@@ -39,7 +40,14 @@ from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.composition import diagnostics
 from compgen_jax.composition import spec as spec_lib
-from compgen_jax.llm_eval import benchmarks, decoding, diagnostics_rows, report, runner, systems
+from compgen_jax.llm_eval import (
+  benchmarks,
+  decoding,
+  diagnostics_rows,
+  evaluate_report,
+  runner,
+  systems,
+)
 from compgen_jax.lm.model import Model, forward
 from compgen_jax.types import Array, ConfigError, DataError, PyTree
 
@@ -189,8 +197,9 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
     metric_writer.replace_step_rows(os.path.join(workdir, name), 0, table)
   skipped = [f"{s.name} ({spec_lib.describe(spec_lib.from_config(s.compose))})"
              for s in composed if s not in usable]
-  return "\n\n".join([report.evaluate_summary_table(summary), report.predictors_table(preds),
-                      report.verdict_table(preds)]
+  return "\n\n".join([evaluate_report.summary_table(summary),
+                      evaluate_report.predictors_table(preds),
+                      evaluate_report.verdict_table(preds)]
                      + ([f"skipped (not the operator alone): {', '.join(skipped)}"]
                         if skipped else []))
 

@@ -131,17 +131,22 @@ def excludes_half(row: dict) -> bool:
   return float(row["low"]) > 0.5 or float(row["high"]) < 0.5
 
 
+def cells(preds: list[dict]) -> dict[tuple[str, str], list[dict]]:
+  """`predictors`' rows grouped by (benchmark, composition), in the order they give them."""
+  out: dict[tuple[str, str], list[dict]] = {}
+  for r in preds:
+    out.setdefault((r["benchmark"], r["system"]), []).append(r)
+  return out
+
+
 def verdicts(preds: list[dict]) -> list[dict]:
   """Per benchmark and composition, in the order `preds` (`predictors`' rows) give them:
   whether some quantity predicts failure (RULE), the quantities that do (each with its AUC
   text, p-value and direction) and how many were testable. DataError for a testable row
   without a finite p-value (rows written before `predictors` gave one): Holm would keep its
   yes uncorrected."""
-  by_key: dict[tuple[str, str], list[dict]] = {}
-  for r in preds:
-    by_key.setdefault((r["benchmark"], r["system"]), []).append(r)
   out = []
-  for (bench, system), group in by_key.items():
+  for (bench, system), group in cells(preds).items():
     testable = [r for r in group if math.isfinite(float(r["auc"]))]
     stale = [r["quantity"] for r in testable if not math.isfinite(float(r.get("p", math.nan)))]
     if stale:

@@ -43,7 +43,7 @@ from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
-from compgen_jax.llm_eval import comparisons, diagnose, runner, systems
+from compgen_jax.llm_eval import comparisons, diagnose, evaluate_report, runner, systems
 from compgen_jax.llm_eval import report as llm_report
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
@@ -254,8 +254,9 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
             comparisons.comparisons_table(comparisons.compare(rows, problems)),
             "diagnostics of the compositions' decodes (the evaluate pass, pooled over the "
             "seeds it diagnosed):",
-            llm_report.evaluate_summary_table(diagnosed),
-            "AUC of each pre-scoring quantity for failure:", llm_report.predictors_table(preds),
+            evaluate_report.summary_table(diagnosed),
+            "AUC of each pre-scoring quantity for failure:",
+            evaluate_report.predictors_table(preds),
             "do they predict failure (registered rule: diagnostics_rows.RULE)?",
-            llm_report.verdict_table(preds)]
+            evaluate_report.verdict_table(preds)]
   return "\n".join(out)
