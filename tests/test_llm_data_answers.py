@@ -159,6 +159,10 @@ STRINGS = {
     "final_letter": lambda w: w[0][-1:],
     "title_case": lambda w: " ".join(x[0].upper() + x[1:] for x in w[0].split(" ")),
     "twice_letters": lambda w: re.sub("(.)", r"\1\1", w[0]),
+    "final_word": lambda w: w[0].split(" ")[-1],
+    "swap_ends": lambda w: " ".join([w[0].split(" ")[-1], *w[0].split(" ")[1:-1],
+                                     w[0].split(" ")[0]]),
+    "word_times": lambda w, k: " ".join([w[0]] * k),
 }
 
 

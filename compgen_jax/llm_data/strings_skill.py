@@ -34,6 +34,7 @@ TEMPLATES = (
       lambda v: "".join(ch for ch in v["w"] if ch not in VOWELS)),
     T("replace_letter", 'Replace every "{c}" in "{w}" with "*".', lambda v: v["w"].replace(
         v["c"], "*")),
+    T("last_word", 'What is the last word of "{p}"?', lambda v: v["p"].split()[-1]),
     T("swap_words", 'Swap the first and last words of "{p}".',
       lambda v: " ".join([v["p"].split()[-1]] + v["p"].split()[1:-1] + [v["p"].split()[0]])),
     T("capitalize", 'Capitalize each word of "{p}".',
@@ -46,9 +47,8 @@ TEMPLATES = (
     T("length", 'How many letters are in "{w}"?', lambda v: str(len(v["w"]))),
     T("count_letter", 'How many times does "{c}" occur in "{w}"?',
       lambda v: str(v["w"].count(v["c"]))),
-    # Training twins of the default held-out templates' pieces: "last" (last_letter), one
-    # word capitalized (capitalize), a word letter by letter (double_letters)
-    T("last_word", 'What is the last word of "{p}"?', lambda v: v["p"].split()[-1]),
+    # Training twins of the default held-out letter templates' pieces: one word capitalized
+    # (capitalize), a word letter by letter (double_letters)
     T("capitalize_word", 'Capitalize the word "{w}".', lambda v: v["w"].capitalize()),
     T("spell_out", 'Spell "{w}" with a space between the letters.', lambda v: " ".join(v["w"])),
     # Rewordings of the default held-out templates: held out with them by default; the quick
@@ -58,6 +58,13 @@ TEMPLATES = (
       lambda v: " ".join(w.capitalize() for w in v["p"].split())),
     T("twice_letters", 'Repeat each letter of "{w}" twice.',
       lambda v: "".join(ch * 2 for ch in v["w"])),
+    # Rewordings of the word-level tasks (config.WORD_LEVEL: last_word, swap_words,
+    # repeat_word, defined above with the rest), held out with them by default
+    T("final_word", 'Which word does "{p}" end with?', lambda v: v["p"].split()[-1]),
+    T("swap_ends", 'Exchange the first and the last word of "{p}".',
+      lambda v: " ".join([v["p"].split()[-1]] + v["p"].split()[1:-1] + [v["p"].split()[0]])),
+    T("word_times", 'Say "{w}" {k} times, with a space between.',
+      lambda v: " ".join([v["w"]] * v["k"])),
 )
 BY_NAME = {t.name: t for t in TEMPLATES}
 
