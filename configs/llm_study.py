@@ -62,7 +62,7 @@ from compgen_jax.llm_data import config as data_config
 
 PRESETS = ("test", "quick", "cpu")
 SKILLS = ("arith", "funcs", "strings")
-CPU_EXPERT_STEPS = 200
+CPU_EXPERT_STEPS = 120
 CPU_BACKGROUND_STEPS = 1500
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -167,11 +167,12 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # cpu_background's 2000) and 50 problems per benchmark: the whole preset, 3 seeds of 3
     # experts and the joint model included, runs in about 2 h on 2 cores (docs/llm_study.md:
     # the 2026-12-05 pilot's rates, 1.6-1.9 s a background step and 4.9-5.6 s a 3-seed expert
-    # step, put the earlier 2000 / 250 / 100 at over 3 h); a checkpoint every 100 steps, so a
+    # step, put the earlier 2000 / 250 / 100 at over 3 h); a checkpoint every 60 steps, so a
     # kill loses little.
     for section in (*cfg.experts.values(), cfg.joint):
       section.optim.learning_rate = 1e-3
-      section.train.update(num_steps=CPU_EXPERT_STEPS, chunk_size=50, checkpoint_every=100)
+      section.train.update(num_steps=CPU_EXPERT_STEPS, chunk_size=60, log_every=30,
+                           checkpoint_every=60)
       section.evals.every = CPU_EXPERT_STEPS
     # the background's general abilities, which a pre-trained model brings: the skills'
     # question format (qa) and in-context copying (repeat: the quick backgrounds, 400-1200
