@@ -166,9 +166,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # instead. CPU_EXPERT_STEPS (not cpu_expert_*'s 500), CPU_BACKGROUND_STEPS (not
     # cpu_background's 2000) and 50 problems per benchmark: the whole preset, 3 seeds of 3
     # experts and the joint model included, runs in about 2 h on 2 cores (docs/llm_study.md:
-    # the 2026-12-05 pilot's rates, 1.6-1.9 s a background step and 4.9-5.6 s a 3-seed expert
-    # step, put the earlier 2000 / 250 / 100 at over 3 h); a checkpoint every 60 steps, so a
-    # kill loses little.
+    # at its measured 2.2 s a background step and 6.3 s a 3-seed expert step, the earlier
+    # 2000 / 250 / 100 take over 3 h); a checkpoint every 60 steps, so a kill loses little.
     for section in (*cfg.experts.values(), cfg.joint):
       section.optim.learning_rate = 1e-3
       section.train.update(num_steps=CPU_EXPERT_STEPS, chunk_size=60, log_every=30,
