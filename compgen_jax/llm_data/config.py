@@ -26,8 +26,9 @@ REWORDED = {"funcs": ("keep_smaller", "total_above", "lowest", "delete_char", "c
             "strings": ("final_letter", "title_case", "twice_letters", "final_word",
                         "swap_ends", "word_times")}
 # The strings tasks that move whole words (each word of code_skill.WORDS is a piece or two of
-# the tokenizer): held out by default with the letter-level ones; the test split of
-# configs/llm_study.py:cpu, whose cpu-size experts did not learn letter-level operations.
+# the tokenizer): held out by default with the letter-level ones; the strings test split of
+# configs/llm_study.py's quick and cpu presets (cpu-size experts did not learn letter-level
+# operations: docs/llm_study.md).
 WORD_LEVEL = ("last_word", "swap_words", "repeat_word")
 TEMPLATES = {"arith": math_skill.BY_NAME, "funcs": code_skill.BY_NAME,
              "strings": strings_skill.BY_NAME}
