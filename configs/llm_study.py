@@ -136,18 +136,16 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.experts.funcs.train.update(num_steps=80, checkpoint_every=80)
     cfg.experts.funcs.evals.every = 80
   if preset in ("quick", "cpu"):
-    # The held-out templates of funcs and strings are their defaults without the rewordings
-    # (llm_data/config.py REWORDED), which train: every test task is trained under other
-    # words, never under its test wording (memorising a template's text cannot pass; reading
-    # a new wording can). Measured at cpu size (docs/llm_study.md): with every wording held
-    # out, the funcs expert scored 1/60 and the strings expert 0/60 on the held-out templates
-    # (a held-out *operation*, met only as a piece of other tasks, was not applied); with the
-    # rewordings trained, funcs scored 46/60. More training problems of the two skills (a
-    # word's spelling is seen under more templates).
-    for skill, reworded in data_config.REWORDED.items():
-      section = cfg.data[skill]
-      section.test_templates = tuple(t for t in section.test_templates if t not in reworded)
-      section.num_train = 4000
+    # The held-out templates of funcs are its defaults without the rewordings (llm_data/
+    # config.py REWORDED), and those of strings its word-level tasks (WORD_LEVEL, below);
+    # every rewording trains: every test task is trained under other words, never under its
+    # test wording (memorising a template's text cannot pass; reading a new wording can).
+    # Measured at cpu size (docs/llm_study.md): with every wording held out, the funcs expert
+    # scored 1/60 and the strings expert 0/60 on the held-out templates (a held-out
+    # *operation*, met only as a piece of other tasks, was not applied); with the rewordings
+    # trained, funcs scored 46/60.
+    cfg.data.funcs.test_templates = tuple(t for t in cfg.data.funcs.test_templates
+                                          if t not in data_config.REWORDED["funcs"])
     # strings: the word-level tasks alone are held out (their rewordings train), the
     # letter-level ones train. Measured at cpu size (docs/llm_study.md): strings experts of 250
     # and 500 steps solved 0/60 and 1/60 of the held-out letter tasks (last letter, capitalize,
@@ -155,6 +153,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # 4096-piece tokenizer, so a letter operation is a per-word mapping the expert must learn
     # word by word, and a word-level one copies pieces, which the cpu background does.
     cfg.data.strings.test_templates = data_config.WORD_LEVEL
+    for skill in ("funcs", "strings"):  # more training problems (a word seen in more templates)
+      cfg.data[skill].num_train = 4000
   if preset == "cpu":
     # arith's numbers from [2, 10] (the issue: up to 100). Pilot (docs/llm_study.md, a 250-step
     # expert, 60 held-out problems): up to 100, 0 solved; up to 20, 2 (a third of its steps'
