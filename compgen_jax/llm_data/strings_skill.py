@@ -20,12 +20,38 @@ class Template(NamedTuple):
   answer: object  # Callable[[dict], str]
 
 
+# The answers that a task and its rewording (config.REWORDED) share
+def _last_letter(v):
+  return v["w"][-1]
+
+
+def _capitalize(v):
+  return " ".join(w.capitalize() for w in v["p"].split())
+
+
+def _double_letters(v):
+  return "".join(ch * 2 for ch in v["w"])
+
+
+def _last_word(v):
+  return v["p"].split()[-1]
+
+
+def _swap_ends(v):
+  words = v["p"].split()
+  return " ".join([words[-1]] + words[1:-1] + [words[0]])
+
+
+def _repeat_word(v):
+  return " ".join([v["w"]] * v["k"])
+
+
 T = Template
 TEMPLATES = (
     T("reverse_word", 'Write the word "{w}" backwards.', lambda v: v["w"][::-1]),
     T("upper_word", 'Write "{w}" in capital letters.', lambda v: v["w"].upper()),
     T("first_letter", 'What is the first letter of "{w}"?', lambda v: v["w"][0]),
-    T("last_letter", 'What is the last letter of "{w}"?', lambda v: v["w"][-1]),
+    T("last_letter", 'What is the last letter of "{w}"?', _last_letter),
     T("initials", 'Give the first letter of each word in "{p}".',
       lambda v: "".join(w[0] for w in v["p"].split())),
     T("sort_letters", 'Write the letters of "{w}" in alphabetical order.',
@@ -34,16 +60,12 @@ TEMPLATES = (
       lambda v: "".join(ch for ch in v["w"] if ch not in VOWELS)),
     T("replace_letter", 'Replace every "{c}" in "{w}" with "*".', lambda v: v["w"].replace(
         v["c"], "*")),
-    T("last_word", 'What is the last word of "{p}"?', lambda v: v["p"].split()[-1]),
-    T("swap_words", 'Swap the first and last words of "{p}".',
-      lambda v: " ".join([v["p"].split()[-1]] + v["p"].split()[1:-1] + [v["p"].split()[0]])),
-    T("capitalize", 'Capitalize each word of "{p}".',
-      lambda v: " ".join(w.capitalize() for w in v["p"].split())),
-    T("repeat_word", 'Write "{w}" {k} times, separated by spaces.',
-      lambda v: " ".join([v["w"]] * v["k"])),
+    T("last_word", 'What is the last word of "{p}"?', _last_word),
+    T("swap_words", 'Swap the first and last words of "{p}".', _swap_ends),
+    T("capitalize", 'Capitalize each word of "{p}".', _capitalize),
+    T("repeat_word", 'Write "{w}" {k} times, separated by spaces.', _repeat_word),
     T("dashes", 'Join the words of "{p}" with dashes.', lambda v: "-".join(v["p"].split())),
-    T("double_letters", 'Write "{w}" with every letter doubled.',
-      lambda v: "".join(ch * 2 for ch in v["w"])),
+    T("double_letters", 'Write "{w}" with every letter doubled.', _double_letters),
     T("length", 'How many letters are in "{w}"?', lambda v: str(len(v["w"]))),
     T("count_letter", 'How many times does "{c}" occur in "{w}"?',
       lambda v: str(v["w"].count(v["c"]))),
@@ -53,18 +75,14 @@ TEMPLATES = (
     T("spell_out", 'Spell "{w}" with a space between the letters.', lambda v: " ".join(v["w"])),
     # Rewordings of the default held-out templates: held out with them by default; the quick
     # preset trains on them (config.py)
-    T("final_letter", 'Which letter does "{w}" end with?', lambda v: v["w"][-1]),
-    T("title_case", 'Write "{p}" with each word starting with a capital letter.',
-      lambda v: " ".join(w.capitalize() for w in v["p"].split())),
-    T("twice_letters", 'Repeat each letter of "{w}" twice.',
-      lambda v: "".join(ch * 2 for ch in v["w"])),
+    T("final_letter", 'Which letter does "{w}" end with?', _last_letter),
+    T("title_case", 'Write "{p}" with each word starting with a capital letter.', _capitalize),
+    T("twice_letters", 'Repeat each letter of "{w}" twice.', _double_letters),
     # Rewordings of the word-level tasks (config.WORD_LEVEL: last_word, swap_words,
     # repeat_word, defined above with the rest), held out with them by default
-    T("final_word", 'Which word does "{p}" end with?', lambda v: v["p"].split()[-1]),
-    T("swap_ends", 'Exchange the first and the last word of "{p}".',
-      lambda v: " ".join([v["p"].split()[-1]] + v["p"].split()[1:-1] + [v["p"].split()[0]])),
-    T("word_times", 'Say "{w}" {k} times, with a space between.',
-      lambda v: " ".join([v["w"]] * v["k"])),
+    T("final_word", 'Which word does "{p}" end with?', _last_word),
+    T("swap_ends", 'Exchange the first and the last word of "{p}".', _swap_ends),
+    T("word_times", 'Say "{w}" {k} times, with a space between.', _repeat_word),
 )
 BY_NAME = {t.name: t for t in TEMPLATES}
 
