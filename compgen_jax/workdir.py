@@ -39,6 +39,8 @@ SUMMARY_FILE = "summary.jsonl"     # llm: one row per benchmark and system (llm_
 DIAGNOSTICS_FILE = "diagnostics.jsonl"  # a row per benchmark, composition and problem
 DIAGNOSTICS_SUMMARY_FILE = "diagnostics_summary.jsonl"  # a row per benchmark and composition
 PREDICTORS_FILE = "predictors.jsonl"    # AUC of each pre-scoring quantity as a failure predictor
+# llm study: the digests of the files other stages wrote that a stage read (llm_study/pipeline)
+INPUTS_FILE = "inputs.json"
 # A workdir's rows: what a report reads (analysis/load.py), results/cpu/.gitignore keeps and a
 # rerun is compared by (analysis/rerun.py); never checkpoints.
 ROW_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, PROBE_FILE, PARAMS_FILE)
