@@ -50,7 +50,7 @@ wording held out no cpu-size expert applied a held-out operation);
 cpu-size models; a background that also reads qa and llm_data's repeat source (in-context
 copying: docs/llm_study.md) of CPU_BACKGROUND_STEPS steps; experts of CPU_EXPERT_STEPS steps
 (arith: CPU_ARITH_STEPS), 3 expert seeds, the joint model, the first `limit` problems of each
-benchmark; about 2 h 10 min on 2 cores).
+benchmark; 2 h 6 min on 2 cores, measured: docs/llm_study.md).
 """
 
 import os
@@ -166,8 +166,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # which at quick size wrote the format and no right answer; the quick pilot's rate
     # instead. CPU_EXPERT_STEPS (not cpu_expert_*'s 500), CPU_BACKGROUND_STEPS (not
     # cpu_background's 2000) and 50 problems per benchmark: the whole preset, 3 seeds of 3
-    # experts and the joint model included, runs in about 2 h on 2 cores (docs/llm_study.md:
-    # at its measured 2.2 s a background step and 6.3 s a 3-seed expert step, the earlier
+    # experts and the joint model included, runs in 2 h 6 min on 2 cores (docs/llm_study.md;
+    # at the measured 2.1-2.2 s a background step and 6.2-6.3 s a 3-seed expert step, the earlier
     # 2000 / 250 / 100 take over 3 h); a checkpoint every 60 steps, so a kill loses little.
     for section in (*cfg.experts.values(), cfg.joint):
       section.optim.learning_rate = 1e-3
@@ -176,7 +176,8 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
       section.evals.every = CPU_EXPERT_STEPS
     # arith twice as long: at 120 steps (the 2026-12-07 run, docs/llm_study.md) its experts'
     # held-out-instance loss stayed at 0.63-0.65 and their held-out lead was not told apart
-    # from 0 (+4.7 pp [+0.0, +11.3]); the 250-step sizing pilot's reached 0.16
+    # from 0 (+4.7 pp [+0.0, +11.3]); the 250-step sizing pilot's reached 0.16. At 240: 0.21-0.22,
+    # and the arith experts lead (+8.0 pp [+1.3, +18.0], results/cpu/llm)
     cfg.experts.arith.train.num_steps = cfg.experts.arith.evals.every = CPU_ARITH_STEPS
     # the background's general abilities, which a pre-trained model brings: the skills'
     # question format (qa) and in-context copying (repeat: the quick backgrounds, 400-1200
