@@ -17,6 +17,7 @@ from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build, code_skill
 from compgen_jax.llm_eval import diagnostics_rows
+from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.llm_study import pipeline
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
@@ -170,11 +171,11 @@ def test_the_diagnose_stage_writes_what_the_evaluate_pass_writes(study, tmp_path
 def test_each_stage_records_the_digests_of_what_it_read(study):
   cfg, workdir, _ = study
   for stage in pipeline.stages(cfg, workdir):
-    recorded = pipeline.recorded_inputs(stage.workdir)
+    recorded = inputs_lib.recorded(stage.workdir)
     if not stage.inputs:  # data; diagnose shares the score's directory and its record
       assert stage.name == "data" or stage.name.startswith("diagnose"), stage.name
       continue
-    assert recorded == {os.path.relpath(p, workdir): pipeline.digest(p) for p in stage.inputs}
+    assert recorded == {os.path.relpath(p, workdir): inputs_lib.digest(p) for p in stage.inputs}
   score = {s.name: s for s in pipeline.stages(cfg, workdir)}["score_test"]
   assert set(pipeline.model_dirs(cfg, workdir).values()) <= set(score.inputs)
 
@@ -193,7 +194,7 @@ def test_a_score_whose_models_changed_is_set_aside_and_scored_again(study, capsy
     capsys.readouterr()
     pipeline.run(cfg, workdir)
     out = capsys.readouterr().out
-    stale = os.path.join(workdir, pipeline.STALE_DIR, "score_test.0")
+    stale = os.path.join(workdir, inputs_lib.STALE_DIR, "score_test.0")
     assert ("score_test: its inputs changed since it ran (expert_arith/export/seed_0); its "
             f"outputs set aside in {stale}") in out
     for name in (workdir_lib.SUMMARY_FILE, "funcs/composed.jsonl"):  # the earlier rows, intact
@@ -202,8 +203,8 @@ def test_a_score_whose_models_changed_is_set_aside_and_scored_again(study, capsy
     stages = [r["stage"] for r in metric_writer.read_rows(
         os.path.join(workdir, pipeline.STAGES_FILE))]
     assert stages[6:] == ["score_test", "diagnose_test"]
-    recorded = pipeline.recorded_inputs(pipeline.score_dir(workdir, "test"))
-    assert recorded["expert_arith/export/seed_0"] == pipeline.digest(models["arith"])
+    recorded = inputs_lib.recorded(pipeline.score_dir(workdir, "test"))
+    assert recorded["expert_arith/export/seed_0"] == inputs_lib.digest(models["arith"])
     # what did not change decodes as before (greedy): the funcs expert's rows
     assert _accuracy(workdir, "funcs")[1] == _accuracy(backup, "funcs")[1]
     assert os.path.isfile(os.path.join(pipeline.score_dir(workdir, "test"),
@@ -218,20 +219,20 @@ def test_digests_follow_content_not_place_and_a_recordless_directory_is_unknown(
   (a / "sub").mkdir(parents=True)
   (a / "sub" / "w.bin").write_bytes(b"\x00\x01")
   (a / "config.json").write_text("{}")
-  first = pipeline.digest(str(a))
+  first = inputs_lib.digest(str(a))
   shutil.copytree(a, tmp_path / "b")
-  assert pipeline.digest(str(tmp_path / "b")) == first  # a copy elsewhere matches
+  assert inputs_lib.digest(str(tmp_path / "b")) == first  # a copy elsewhere matches
   (a / "sub" / "w.bin").write_bytes(b"\x00\x02")
-  assert pipeline.digest(str(a)) != first  # one byte
+  assert inputs_lib.digest(str(a)) != first  # one byte
   (a / "sub" / "w.bin").write_bytes(b"\x00\x01")
   os.rename(a / "sub" / "w.bin", a / "sub" / "v.bin")
-  assert pipeline.digest(str(a)) != first  # a name
-  assert pipeline.digest(str(a / "config.json")) != pipeline.digest(str(a / "sub" / "v.bin"))
-  assert pipeline.recorded_inputs(str(tmp_path / "none")) is None
+  assert inputs_lib.digest(str(a)) != first  # a name
+  assert inputs_lib.digest(str(a / "config.json")) != inputs_lib.digest(str(a / "sub" / "v.bin"))
+  assert inputs_lib.recorded(str(tmp_path / "none")) is None
   (tmp_path / "empty").mkdir()
   (tmp_path / "empty" / workdir_lib.LOCK_FILE).write_text("")
-  assert pipeline.recorded_inputs(str(tmp_path / "empty")) is None
-  assert pipeline.recorded_inputs(str(a)) == {}  # files, no record: not known to match
+  assert inputs_lib.recorded(str(tmp_path / "empty")) is None
+  assert inputs_lib.recorded(str(a)) == {}  # files, no record: not known to match
 
 
 def test_report_rewrites_each_scored_splits_report_from_its_rows(study):

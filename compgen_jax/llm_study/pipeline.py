@@ -24,7 +24,8 @@ WORKDIR/score_<split>/report.md  the split's report over every seed scored so fa
                           seed's diagnose stage; seed_<s>/report.md: seed s's alone
 WORKDIR/stages.jsonl      a row per stage run: its name, what it did, its wall time
 WORKDIR/<stage>/inputs.json  sha256 of each file or directory that other stages wrote and the
-                          stage read (the data files; the exports it starts from or scores)
+                          stage read (the data files; the exports it starts from or scores;
+                          llm_study/inputs.py)
 WORKDIR/stale/<stage>.<n>/  a stage's earlier outputs, set aside when its inputs changed
 
 Each stage is the stage's own library call (build.ensure, lm_train's experiment.train,
@@ -39,8 +40,6 @@ committed run's), its directory is moved to WORKDIR/stale/ and the stage runs ag
 committed rows of a run are reused only for bit-identical models, and re-scored otherwise.
 """
 
-import hashlib
-import json
 import os
 import time
 from collections.abc import Callable
@@ -48,17 +47,17 @@ from typing import NamedTuple
 
 import ml_collections
 
-from compgen_jax import checks, files, metric_writer
+from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
 from compgen_jax.llm_eval import comparisons, diagnose, evaluate_report, runner, systems
 from compgen_jax.llm_eval import report as llm_report
+from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
 
 STAGES_FILE = "stages.jsonl"
-STALE_DIR = "stale"
 DATA_DIR, BACKGROUND, JOINT = "data", "background", "joint"
 BACKGROUND_SEED = 0  # the background's exported seed: every expert is fine-tuned from it
 
@@ -190,8 +189,7 @@ def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
   (0 .. study.seeds - 1) a score and its diagnostics."""
   data_dir = os.path.join(workdir, DATA_DIR)
   data_files = tuple(build.paths(data_dir).values())
-  out = [Stage("data", data_dir, None,
-               lambda: all(map(os.path.isfile, build.paths(data_dir).values())),
+  out = [Stage("data", data_dir, None, lambda: all(map(os.path.isfile, data_files)),
                lambda: build.ensure(cfg.data, data_dir))]
   background = os.path.join(workdir, BACKGROUND)
   trained = [(BACKGROUND, cfg.background, "")]
@@ -230,53 +228,6 @@ def _diagnose(cfg: ml_collections.ConfigDict, workdir: str, split_dir: str) -> s
   return path if workdir == split_dir else llm_report.rewrite(split_dir)
 
 
-def digest(path: str) -> str:
-  """sha256 of a file, or of a directory's files (their relative names, sizes and bytes)."""
-  h = hashlib.sha256()
-  if os.path.isdir(path):
-    names = sorted(os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path)
-                   for f in fs)
-  else:
-    names = [""]
-  for name in names:
-    full = os.path.join(path, name) if name else path
-    h.update(f"{name}\0{os.path.getsize(full)}\0".encode())
-    with open(full, "rb") as f:
-      for block in iter(lambda f=f: f.read(1 << 20), b""):
-        h.update(block)
-  return h.hexdigest()
-
-
-def recorded_inputs(stage_dir: str) -> dict | None:
-  """The inputs a stage's directory was made from (its inputs.json); {} for a directory with
-  files but no record (not known to match); None when no file is there."""
-  path = os.path.join(stage_dir, workdir_lib.INPUTS_FILE)
-  if os.path.isfile(path):
-    with open(path) as f:
-      return json.load(f)
-  has_files = os.path.isdir(stage_dir) and any(
-      f != workdir_lib.LOCK_FILE for _, _, fs in os.walk(stage_dir) for f in fs)
-  return {} if has_files else None
-
-
-def _changed(old: dict, new: dict) -> str:
-  if not old:
-    return f"no {workdir_lib.INPUTS_FILE}"
-  keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-  return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-
-
-def set_aside(workdir: str, stage: Stage) -> str:
-  """Moves a stage's directory to WORKDIR/stale/<stage>.<n> (the first n free): earlier results
-  are kept, never overwritten. Returns where."""
-  os.makedirs(os.path.join(workdir, STALE_DIR), exist_ok=True)
-  n = 0
-  while os.path.exists(target := os.path.join(workdir, STALE_DIR, f"{stage.name}.{n}")):
-    n += 1
-  os.rename(stage.workdir, target)
-  return target
-
-
 def _exported(cfg: ml_collections.ConfigDict, workdir: str) -> Callable[[], bool]:
   """Whether every seed's export is written (hf_export renames a finished directory in)."""
   return lambda: all(os.path.isfile(os.path.join(lm_experiment.export_dir(workdir, s),
@@ -296,12 +247,14 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
     head = f"[llm_study {i}/{len(todo)}] {stage.name}"
     for p in stage.inputs:
       if p not in digests:
-        digests[p] = digest(p)
+        digests[p] = inputs_lib.digest(p)
     inputs = {os.path.relpath(p, workdir): digests[p] for p in stage.inputs}
-    old = recorded_inputs(stage.workdir) if inputs else None
+    old = inputs_lib.recorded(stage.workdir) if inputs else None
     if old is not None and old != inputs:
-      print(f"{head}: its inputs changed since it ran ({_changed(old, inputs)}); its outputs "
-            f"set aside in {set_aside(workdir, stage)}", flush=True)
+      where = inputs_lib.set_aside(stage.workdir, os.path.join(workdir, inputs_lib.STALE_DIR),
+                                   stage.name)
+      print(f"{head}: its inputs changed since it ran ({inputs_lib.changed(old, inputs)}); its "
+            f"outputs set aside in {where}", flush=True)
     if stage.done():
       # a complete stage made with another config is refused, not read stale
       workdir_lib.check(stage.workdir, stage.config if stage.config is not None else cfg.data)
@@ -310,9 +263,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
     print(f"{head}: running in {stage.workdir}", flush=True)
     start = time.time()
     if inputs:
-      os.makedirs(stage.workdir, exist_ok=True)
-      files.write_json(os.path.join(stage.workdir, workdir_lib.INPUTS_FILE), inputs, indent=2,
-                       sort_keys=True)
+      inputs_lib.record(stage.workdir, inputs)
     with workdir_lib.lock(stage.workdir):
       stage.run()
     seconds = time.time() - start
