@@ -39,11 +39,12 @@ tokenizer's), corpus.data_dir, init_from, the score's model paths and benchmark 
 Presets: test (the tests: llm_data's tiny data, 31k-parameter models, the arith and funcs
 experts and their composition on funcs, one expert seed, seconds), quick (quick-size models;
 easier than the issue's definition, as it says below: numbers up to 6, the background reads
-Q/A, the held-out code and string tasks (strings: the word-level ones, llm_data/config.py
-WORD_LEVEL) are trained under other words; 1 expert seed, for its
-<= 15 min: with 3, each expert's 600 steps took 2.7-5.3 s a step against the background's 1.0
-(same run, 2-core EPYC at load ~4.5), so 3 seeds cannot fit; its intervals resample problems
-alone), cpu (arith's 1-3 ops on integers up to 10, not the
+Q/A and learns in-context copying (repeat at half its tokens, a constant learning rate), the
+held-out code and string tasks (strings: the word-level ones, llm_data/config.py WORD_LEVEL)
+are trained under other words; 1 expert seed, for its <= 15 min (13 min 31 s measured,
+docs/llm_study.md): with 3, each expert's steps took 2.7-5.3 s against the background's 1.0
+(2-core EPYC at load ~4.5), so 3 seeds cannot fit; its intervals resample problems alone),
+cpu (arith's 1-3 ops on integers up to 10, not the
 issue's 100 (below: a cpu-size expert's arithmetic on larger numbers was mostly wrong); the
 held-out code and string tasks trained under other words, as in quick (below: with every
 wording held out no cpu-size expert applied a held-out operation);
