@@ -214,7 +214,7 @@ def test_a_score_whose_models_changed_is_set_aside_and_scored_again(study, capsy
     os.rename(backup, workdir)
 
 
-def test_digests_follow_content_not_place_and_a_recordless_directory_is_unknown(tmp_path):
+def test_digests_follow_content_not_place_and_a_missing_or_damaged_record_is_unknown(tmp_path):
   a = tmp_path / "a"
   (a / "sub").mkdir(parents=True)
   (a / "sub" / "w.bin").write_bytes(b"\x00\x01")
@@ -233,6 +233,12 @@ def test_digests_follow_content_not_place_and_a_recordless_directory_is_unknown(
   (tmp_path / "empty" / workdir_lib.LOCK_FILE).write_text("")
   assert inputs_lib.recorded(str(tmp_path / "empty")) is None
   assert inputs_lib.recorded(str(a)) == {}  # files, no record: not known to match
+  inputs_lib.record(str(a), {"x": first})
+  assert inputs_lib.recorded(str(a)) == {"x": first}
+  for damaged in ('{"x": "', "[1, 2]", '{"x": 3}', "\udcff"):  # cut short, not a record
+    (a / "inputs.json").write_text(damaged, errors="surrogateescape")
+    assert inputs_lib.recorded(str(a)) == {}  # as a missing record: set aside, never trusted
+  assert inputs_lib.changed({}, {"x": first}) == "no readable inputs.json"
 
 
 def test_report_rewrites_each_scored_splits_report_from_its_rows(study):

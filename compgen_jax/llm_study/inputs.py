@@ -31,11 +31,18 @@ def digest(path: str) -> str:
 
 def recorded(stage_dir: str) -> dict | None:
   """The inputs a stage's directory was made from (its inputs.json); {} for a directory with
-  files but no record (not known to match); None when no file is there."""
+  files but no readable record (not known to match: a damaged record is set aside with the
+  outputs, as a missing one); None when no file is there."""
   path = os.path.join(stage_dir, workdir_lib.INPUTS_FILE)
   if os.path.isfile(path):
-    with open(path) as f:
-      return json.load(f)
+    try:
+      with open(path) as f:
+        record = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+      return {}
+    readable = isinstance(record, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in record.items())
+    return record if readable and record else {}
   has_files = os.path.isdir(stage_dir) and any(
       f != workdir_lib.LOCK_FILE for _, _, fs in os.walk(stage_dir) for f in fs)
   return {} if has_files else None
@@ -44,7 +51,7 @@ def recorded(stage_dir: str) -> dict | None:
 def changed(old: dict, new: dict) -> str:
   """The keys whose digests differ (the first three), or that there was no record."""
   if not old:
-    return f"no {workdir_lib.INPUTS_FILE}"
+    return f"no readable {workdir_lib.INPUTS_FILE}"
   keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
   return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
