@@ -39,7 +39,7 @@ tokenizer's), corpus.data_dir, init_from, the score's model paths and benchmark 
 Presets: test (the tests: llm_data's tiny data, 31k-parameter models, the arith and funcs
 experts and their composition on funcs, one expert seed, seconds), quick (quick-size models;
 easier than the issue's definition, as it says below: numbers up to 6, the background reads
-Q/A and learns in-context copying (repeat at half its tokens, a constant learning rate), the
+Q/A and learns in-context copying (repeat at 58 % of its tokens, a constant learning rate), the
 held-out code and string tasks (strings: the word-level ones, llm_data/config.py WORD_LEVEL)
 are trained under other words; 1 expert seed, for its <= 15 min (13 min 31 s measured,
 docs/llm_study.md): with 3, each expert's steps took 2.7-5.3 s against the background's 1.0
@@ -205,7 +205,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.background.train.update(num_steps=900, checkpoint_every=300)
     cfg.background.evals.every = 300
     # The experts at lr 3e-3 (at 1e-3, 400 steps, the strings expert answered every question
-    # with a few fixed words: 0 of 40; the arith expert 2 of 40, also at 600 steps); arith
+    # with a few fixed words: 0 of 40; the arith expert 2 of 40, and 1 at 600 steps); arith
     # 600 steps (at 400: 3 of 40, not told apart from the background), funcs 300 (it led by
     # +30 pp at 400), so the preset keeps to its 15 minutes.
     for skill, steps in (("arith", 600), ("funcs", 300), ("strings", 400)):

@@ -49,7 +49,7 @@ def recorded(stage_dir: str) -> dict | None:
 
 
 def changed(old: dict, new: dict) -> str:
-  """The keys whose digests differ (the first three), or that there was no record."""
+  """The keys whose digests differ (the first three), or that there was no readable record."""
   if not old:
     return f"no readable {workdir_lib.INPUTS_FILE}"
   keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
