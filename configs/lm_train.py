@@ -67,7 +67,11 @@ def base() -> ml_collections.ConfigDict:
       schedule="warmup_cosine", warmup_steps=100, end_factor=0.1))
   cfg.train = train_config(num_steps=2000, batch_size=16, chunk_size=100, log_every=50,
                            checkpoint_every=500, max_checkpoints=2)
-  cfg.evals = ml_collections.ConfigDict(dict(every=500))  # held-out loss (and at the end)
+  # held-out loss every `every` steps (and at the end); copying: in-context copying of the
+  # held-out repeat documents with it (llm_data corpora; lm_train/copying.py); stop_copying:
+  # training ends at the first evaluation whose second-copy accuracy reaches it (0: never;
+  # num_steps is then a cap)
+  cfg.evals = ml_collections.ConfigDict(dict(every=500, copying=False, stop_copying=0.0))
   cfg.export = ml_collections.ConfigDict(dict(enabled=True))  # <workdir>/export/seed_<s>/
   return cfg
 

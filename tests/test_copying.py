@@ -160,3 +160,53 @@ def test_the_binary_prints_the_measure_and_names_a_missing_export(tiny_llm_data,
   assert out.returncode == 2
   assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr
   assert str(missing / "config.json") in out.stderr
+
+
+def _background(data_dir, **overrides):
+  from tests.helpers import load_config
+  return load_config("lm_train", "test_background", **{
+      "corpus.data_dir": data_dir, "corpus.sources": ("repeat", "prose"), "evals.every": 20,
+      "evals.copying": True, **overrides})
+
+
+def test_copying_measured_in_training_is_the_benchmarks_and_stops_training(
+    tiny_llm_data, tmp_path):
+  """evals.copying: the engine's jitted evaluation of the held-out repeat documents equals
+  copying.measure (batched on the host) on the export of the same step; evals.stop_copying at
+  step 20's second-copy accuracy ends training there, exported from step 20's checkpoint, and
+  a re-run trains no further."""
+  from compgen_jax import checkpointing, metric_writer
+  from compgen_jax import workdir as workdir_lib
+  from compgen_jax.lm_train import experiment
+
+  data_dir = tiny_llm_data[1]
+  cfg = _background(data_dir)
+  full = str(tmp_path / "full")
+  experiment.train(cfg, full)
+  rows = metric_writer.read_rows(os.path.join(full, workdir_lib.METRICS_FILE))
+  evals = {r["step"]: r for r in rows if "eval/copy_second" in r}
+  assert sorted(evals) == [20, 40]
+  got = copying.measure(experiment.export_dir(full, 0), data_dir, batch=7)
+  assert evals[40]["eval/copy_second"] == pytest.approx(got.second, abs=1e-6)
+  assert evals[40]["eval/copy_first"] == pytest.approx(got.first, abs=1e-6)
+  threshold = evals[20]["eval/copy_second"]
+  assert 0 < threshold < 1
+  stop = _background(data_dir, **{"evals.stop_copying": threshold})
+  early = str(tmp_path / "early")
+  final = experiment.train(stop, early)
+  assert [r["step"] for r in final] == [20]
+  assert metric_writer.read_rows(os.path.join(early, workdir_lib.METRICS_FILE)) == [
+      r for r in rows if r["step"] <= 20]
+  assert checkpointing.available_steps(os.path.join(early, workdir_lib.CHECKPOINT_DIR)) == [20]
+  at20 = copying.measure(experiment.export_dir(early, 0), data_dir)
+  assert at20.second == pytest.approx(threshold, abs=1e-6)
+  assert experiment.train(stop, early) == final  # ended: resumes to nothing more
+  from compgen_jax.lm_train import report
+  text = open(report.write(early)).read()
+  assert f"20 steps (stopped early: second-copy accuracy reached evals.stop_copying " \
+      f"{threshold}; at most 40)" in text
+  for bad, field in (({"evals.stop_copying": 0.5, "evals.copying": False}, "stop_copying"),
+                     ({"evals.stop_copying": 1.5}, "stop_copying")):
+    with pytest.raises(ConfigError, match=field):
+      experiment.train(_background(data_dir, **bad), str(tmp_path / "bad"))
+    assert not os.path.exists(tmp_path / "bad")

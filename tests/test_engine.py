@@ -5,6 +5,7 @@ with nothing else: runs stacked and jitted, rows and checkpoints written, evalua
 resume equal to an uninterrupted run, each stacked run equal to the same run alone, a bad
 `train` section refused before the workdir exists."""
 
+import dataclasses
 import functools
 import os
 
@@ -132,3 +133,35 @@ def test_bad_train_section_is_refused_before_the_workdir(tmp_path):
     with pytest.raises(ConfigError, match=field):
       loop.run(toy_family(cfg), cfg, str(tmp_path / "w"))
     assert not os.path.exists(tmp_path / "w")
+
+
+def test_toy_early_stop_ends_at_the_first_accepted_evaluation_and_stays_ended(tmp_path):
+  """family.stops: training ends at the first evaluation it accepts (the step checkpointed,
+  though checkpoint_every does not fall there), a re-run trains no further, and a run killed
+  before the stop resumes to the same rows. The reference is an uninterrupted run's own
+  evaluations: the stop belongs at the first step where every run's distance is below t."""
+  cfg = toy_config(num_steps=100, checkpoint_every=80, max_checkpoints=5)
+  every20 = lambda s: ("distance",) if s % 20 == 0 else ()  # noqa: E731
+  full = dataclasses.replace(toy_family(cfg), due=every20)
+  loop.run(full, cfg, str(tmp_path / "full"))
+  rows = metric_writer.read_rows(str(tmp_path / "full" / workdir_lib.METRICS_FILE))
+  worst = {s: max(r["eval/distance"] for r in rows if r["step"] == s) for s in (20, 40, 60)}
+  assert worst[20] > worst[40] > worst[60]  # still falling: a threshold picks one step
+  t = (worst[40] + worst[60]) / 2  # below at 60 and not before
+  stopping = dataclasses.replace(full, stops=lambda ev: bool((ev["eval/distance"] < t).all()))
+  metrics = lambda d: tmp_path / d / workdir_lib.METRICS_FILE  # noqa: E731
+  final = loop.run(stopping, cfg, str(tmp_path / "stop"))
+  assert [r["step"] for r in final] == [60, 60, 60]
+  got = metric_writer.read_rows(str(metrics("stop")))
+  assert got == [r for r in rows if r["step"] <= 60]
+  ckpts = str(tmp_path / "stop" / workdir_lib.CHECKPOINT_DIR)
+  assert checkpointing.available_steps(ckpts) == [60]
+  assert loop.stopped(stopping, str(metrics("stop")), 60)
+  assert not loop.stopped(stopping, str(metrics("stop")), 40)
+  again = loop.run(stopping, cfg, str(tmp_path / "stop"))  # ended: nothing more
+  assert again == final and metric_writer.read_rows(str(metrics("stop"))) == got
+  assert checkpointing.available_steps(ckpts) == [60]
+  cfg20 = toy_config(num_steps=100, checkpoint_every=20, max_checkpoints=5)
+  loop.run(stopping, cfg20, str(tmp_path / "killed"), stop_after=40)  # before the stop
+  loop.run(stopping, cfg20, str(tmp_path / "killed"))
+  assert metric_writer.read_rows(str(metrics("killed"))) == got

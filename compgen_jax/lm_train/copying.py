@@ -82,6 +82,30 @@ def accuracy(logits_fn: LogitsFn, docs: Sequence[Document], pad_id: int,
   return Copying(first=float(np.mean(firsts)), second=float(np.mean(seconds)))
 
 
+def score_masks(docs: Sequence[Document], pad_id: int) -> tuple[np.ndarray, ...]:
+  """`docs` as one batch for a model evaluated inside training (lm_train/family.py): tokens_DxL
+  right-padded with pad_id, valid_DxL, and the first and second copy's positions as float
+  masks over the predictions (index i: the token after tokens[:i+1]), as correct_per_position
+  scores them."""
+  width = max(len(d.tokens) for d in docs)
+  tokens_DxL = np.full((len(docs), width), pad_id, np.int32)
+  valid_DxL = np.zeros((len(docs), width), bool)
+  first_DxL, second_DxL = (np.zeros((len(docs), width), np.float32) for _ in range(2))
+  for i, d in enumerate(docs):
+    size, n = len(d.tokens), d.copy_len
+    tokens_DxL[i, :size] = d.tokens
+    valid_DxL[i, :size] = True
+    first_DxL[i, 1:n] = 1.0
+    second_DxL[i, size - n:size - 1] = 1.0
+  return tokens_DxL, valid_DxL, first_DxL, second_DxL
+
+
+def held_out_documents(data_dir: str, sp, bos_id: int, count: int = COUNT,
+                        seed: int = SEED) -> list[Document]:
+  """The `count` held-out repeat documents of llm_data's `data_dir` (lines drawn with `seed`)."""
+  return documents(sp, bos_id, build.repeated_passages(data_dir, count=count, seed=seed))
+
+
 def model_logits(model: model_lib.Model, params: PyTree) -> LogitsFn:
   """`model`'s teacher-forced logits at `params`, jitted (params an argument, not a constant)."""
   forward = jax.jit(lambda p, t, v: model_lib.forward(model, p, t, v))
@@ -109,6 +133,5 @@ def measure(export: str, data_dir: str, count: int = COUNT, seed: int = SEED,
   model, params = gemma2.load(export)
   sp = gemma2.load_tokenizer(data_dir, model)
   _same_tokenizer(export, data_dir)
-  lines = build.repeated_passages(data_dir, count=count, seed=seed)
-  return accuracy(model_logits(model, params), documents(sp, model.bos_id, lines),
-                  model.pad_id, batch)
+  return accuracy(model_logits(model, params),
+                  held_out_documents(data_dir, sp, model.bos_id, count, seed), model.pad_id, batch)

@@ -11,7 +11,7 @@ import numpy as np
 from compgen_jax import checkpointing, checks
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.lm import gemma2, hf_export, loading
-from compgen_jax.lm_train import data, family, llm_corpus
+from compgen_jax.lm_train import copying, data, family, llm_corpus
 from compgen_jax.lm_train import model as model_lib
 from compgen_jax.training import loop, optim
 from compgen_jax.training import passes as engine_passes
@@ -59,6 +59,13 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   validate_train(cfg.train)
   optim.validate_schedule(cfg.optim, cfg.train.num_steps)
   checks.integer("evals.every", cfg.evals.every, low=1, multiple_of=cfg.train.chunk_size)
+  checks.boolean("evals.copying", cfg.evals.copying)
+  checks.number("evals.stop_copying", cfg.evals.stop_copying, 0, 1)
+  if cfg.evals.copying and d.source != "llm_data":
+    raise ConfigError("evals.copying", "needs corpus.source llm_data (its repeat lines), got "
+                      f"{d.source!r}")
+  if cfg.evals.stop_copying and not cfg.evals.copying:
+    raise ConfigError("evals.stop_copying", "needs evals.copying=True (what it stops on)")
   checks.boolean("export.enabled", cfg.export.enabled)
 
 
@@ -116,18 +123,33 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None =
       raise DataError(f"{name} rows {rows.tokens_NxL.shape} (ids up to "
                       f"{rows.tokens_NxL.max()}) are not corpus.seq_len {cfg.corpus.seq_len} "
                       f"wide in a vocabulary of {cfg.model.vocab_size}")
-  fam = family.family(cfg, train_rows, held_rows, start_params(cfg))
+  fam = family.family(cfg, train_rows, held_rows, start_params(cfg), copying_documents(cfg))
   final = loop.run(fam, cfg, workdir, stop_after)
-  if cfg.export.enabled and (stop_after is None or stop_after >= cfg.train.num_steps):
-    export(cfg, workdir)
+  # train.num_steps, stop_after's, or where training stopped early
+  step = final[0]["step"] if final else 0
+  if cfg.export.enabled and (step == cfg.train.num_steps or loop.stopped(
+      fam, os.path.join(workdir, workdir_lib.METRICS_FILE), step)):
+    export(cfg, workdir, step)
   return final
 
 
-def trained_params(cfg: ml_collections.ConfigDict, workdir: str) -> PyTree:
-  """Every run's parameters [num_seeds, ...] at the final checkpoint (CheckpointError naming
-  the steps there when training did not finish)."""
+def copying_documents(cfg: ml_collections.ConfigDict) -> tuple | None:
+  """copying.score_masks of the held-out repeat documents when evals.copying, else None."""
+  if not cfg.evals.copying:
+    return None
+  c = model_lib.gemma_config(cfg.model)
+  sp = loading.read_tokenizer(cfg.corpus.data_dir, cfg.model.vocab_size)
+  return copying.score_masks(copying.held_out_documents(cfg.corpus.data_dir, sp, c.bos_id),
+                             c.pad_id)
+
+
+def trained_params(cfg: ml_collections.ConfigDict, workdir: str,
+                   step: int | None = None) -> PyTree:
+  """Every run's parameters [num_seeds, ...] at the checkpoint of `step` (default
+  train.num_steps; an early stop's: train returns it), a CheckpointError naming the steps there
+  when there is none."""
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
-  step, = engine_passes.select_steps(ckpt_dir, cfg.train.num_steps, every=False)
+  step, = engine_passes.select_steps(ckpt_dir, step or cfg.train.num_steps, every=False)
   # a fine-tuned run's state has the fresh one's shapes: restore against those
   abstract = loop.abstract_state(family.init_fresh(family.program_config(cfg)),
                                 (family.run_keys(cfg),))
@@ -138,10 +160,10 @@ def export_dir(workdir: str, seed: int) -> str:
   return os.path.join(workdir, EXPORT_DIR, f"seed_{seed}")
 
 
-def export(cfg: ml_collections.ConfigDict, workdir: str) -> list[str]:
-  """Each run's final parameters as an HF Gemma-2 directory, with the corpus's tokenizer.model
-  when it has one. Returns the directories."""
-  params_R = trained_params(cfg, workdir)
+def export(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None) -> list[str]:
+  """Each run's parameters at `step` (default: train.num_steps) as an HF Gemma-2 directory,
+  with the corpus's tokenizer.model when it has one. Returns the directories."""
+  params_R = trained_params(cfg, workdir, step)
   c = model_lib.gemma_config(cfg.model)
   out = []
   for s in range(cfg.num_seeds):

@@ -14,6 +14,7 @@ import optax
 
 from compgen_jax import rng
 from compgen_jax.lm import gemma2
+from compgen_jax.lm.model import forward as lm_forward
 from compgen_jax.lm.model import lm_loss
 from compgen_jax.lm_train import data
 from compgen_jax.lm_train import model as model_lib
@@ -79,10 +80,10 @@ def loss_of(c: gemma2.Gemma2Config, params: PyTree, tokens_BxL: Array, weight_Bx
   return loss, (acc, weight_BxL[:, 1:].sum())
 
 
-def train_step(state: LMState, tokens_NxL, weight_NxL, eval_tokens_MxL, eval_weight_MxL,
+def train_step(state: LMState, tokens_NxL, weight_NxL, *evaluators_consts,
                cfg: ml_collections.ConfigDict):
   """One run's AdamW step on a batch of packed rows drawn from its `train` stream."""
-  del eval_tokens_MxL, eval_weight_MxL  # constants of the evaluator
+  del evaluators_consts  # the held-out rows, the copying documents
   c = model_lib.gemma_config(cfg.model)
   key = rng.step_key(rng.stream(jax.random.wrap_key_data(state.key), "train"), state.step)
   batch = data.draw_batch(key, tokens_NxL, weight_NxL, cfg.train.batch_size)
@@ -108,10 +109,10 @@ def step_one(cfg: ml_collections.ConfigDict):
 
 
 def held_out_loss(state: LMState, tokens_NxL, weight_NxL, eval_tokens_MxL, eval_weight_MxL,
-                  cfg: ml_collections.ConfigDict):
+                  *copying_consts, cfg: ml_collections.ConfigDict):
   """Cross-entropy over every weighted target of the held-out rows (summed over batches of
   train.batch_size rows, then divided by their count: each target weighs the same)."""
-  del tokens_NxL, weight_NxL
+  del tokens_NxL, weight_NxL, copying_consts
   c = model_lib.gemma_config(cfg.model)
   b = cfg.train.batch_size
   pad = -eval_tokens_MxL.shape[0] % b
@@ -132,15 +133,35 @@ def evaluator(cfg: ml_collections.ConfigDict):
   return functools.partial(held_out_loss, cfg=cfg)
 
 
+def copying_accuracy(state: LMState, *consts, cfg: ml_collections.ConfigDict):
+  """In-context copying (lm_train/copying.py) of the run's parameters on the held-out repeat
+  documents, the last four constants (copying.score_masks): greedy next-token accuracy on the
+  second copy and the first, each a mean over documents of the document's mean."""
+  tokens_DxL, valid_DxL, first_DxL, second_DxL = consts[-4:]
+  model = gemma2.make_model(model_lib.gemma_config(cfg.model))
+  logits_DxLxV = lm_forward(model, state.params, tokens_DxL, valid_DxL)
+  right_DxL = (jnp.argmax(logits_DxLxV[:, :-1], -1) == tokens_DxL[:, 1:]).astype(jnp.float32)
+  mean = lambda m: jnp.mean((right_DxL * m[:, :-1]).sum(1) / m.sum(1))  # noqa: E731
+  return {"eval/copy_second": mean(second_DxL), "eval/copy_first": mean(first_DxL)}
+
+
+@cache_by_config
+def copying_evaluator(cfg: ml_collections.ConfigDict):
+  return functools.partial(copying_accuracy, cfg=cfg)
+
+
 def run_keys(cfg: ml_collections.ConfigDict) -> Array:
   """Seed s's key: rng.run_key(cfg.seed, s), as every family's."""
   return jnp.stack([rng.run_key(cfg.seed, s) for s in range(cfg.num_seeds)])
 
 
 def family(cfg: ml_collections.ConfigDict, train: data.Packed, held_out: data.Packed,
-           init_params: PyTree | None = None) -> loop.Family:
+           init_params: PyTree | None = None, copying: tuple | None = None) -> loop.Family:
   """The seeds of `cfg` for the engine. `init_params`: None (the training init), or the
-  parameters every run starts from (one pytree, or stacked [num_seeds, ...], one per run)."""
+  parameters every run starts from (one pytree, or stacked [num_seeds, ...], one per run).
+  `copying`: copying.score_masks of the held-out repeat documents, evaluated with the held-out
+  loss when cfg.evals.copying; training stops early once every run's second-copy accuracy
+  reaches cfg.evals.stop_copying (0: never)."""
   keys = run_keys(cfg)
   grid = [{"run": s, "seed": s} for s in range(cfg.num_seeds)]
   program = program_config(cfg)
@@ -154,9 +175,17 @@ def family(cfg: ml_collections.ConfigDict, train: data.Packed, held_out: data.Pa
         lambda a: jnp.broadcast_to(a, (cfg.num_seeds, *a.shape)), init_params)
     init_one, inputs = init_from(program), (keys, params_R)
   every = cfg.evals.every
+  evaluators = {"held_out": evaluator(program)}
+  if cfg.evals.copying:
+    if copying is None:
+      raise ValueError("evals.copying needs the copying documents")  # experiment.py passes them
+    evaluators["copying"] = copying_evaluator(program)
+  threshold = cfg.evals.stop_copying
   return loop.Family(
       grid=grid, init_one=init_one, inputs=inputs, step=step_one(program),
-      consts=lambda: tuple(map(jnp.asarray, (*train, *held_out))),
-      evaluators={"held_out": evaluator(program)},
-      due=lambda step: ("held_out",) if step % every == 0 or step == cfg.train.num_steps
-      else ())
+      consts=lambda: tuple(map(jnp.asarray, (*train, *held_out, *(copying or ())))),
+      evaluators=evaluators,
+      due=lambda step: tuple(evaluators) if step % every == 0 or step == cfg.train.num_steps
+      else (),
+      stops=lambda ev: threshold > 0 and "eval/copy_second" in ev and bool(
+          (ev["eval/copy_second"] >= threshold).all()))

@@ -2,7 +2,8 @@
 from its inputs) and `step` (one run's step), and the engine does the rest: vmap or map over the
 runs, scan over a chunk of steps, jit with donation, padding and sharding over the devices,
 eval_shape for restore, resume equal to an uninterrupted run, the NaN stop, metric rows,
-checkpoints, evaluations when due and the progress bar. It acts only between jitted chunks."""
+checkpoints, evaluations when due, a family's early stop and the progress bar. It acts only
+between jitted chunks."""
 
 import dataclasses
 import functools
@@ -41,6 +42,9 @@ class Family:
   due: Callable = lambda step: ()  # step -> the evaluators' names due after that step
   params: Callable = chunk_lib.params_of  # the trained parameters (params.json, NaN check)
   strategy: str = "auto"    # runs vmapped or one after another: chunk.STRATEGIES
+  # {metric: [R] values of the real runs} of an evaluation -> whether training ends there (early
+  # stop: every run stops together, at that step's checkpoint; train.num_steps is then a cap)
+  stops: Callable = lambda evaluation: False
 
 
 def stacked(tree: PyTree) -> PyTree:
@@ -109,6 +113,16 @@ def restore_or_init(family: Family, workdir: str, mesh: Mesh):
   return 0, init_runs(family, mesh)
 
 
+def stopped(family: Family, metrics_path: str, step: int) -> bool:
+  """Whether the runs stopped early at `step`: its rows (one per run, with their evaluation)
+  satisfy family.stops. How a resumed run knows it had ended there; False at step 0 and for rows
+  without an evaluation."""
+  rows = [r for r in metric_writer.read_rows(metrics_path) if r.get("step") == step]
+  keys = set.intersection(*(set(r) for r in rows)) - {"step", *family.grid[0]} if rows else set()
+  evaluation = {k: np.array([r[k] for r in rows]) for k in keys if not k.startswith("train/")}
+  return step > 0 and bool(evaluation) and bool(family.stops(evaluation))
+
+
 def count_params(params_R) -> int:
   """Parameters of one run of a run-stacked parameter pytree (the leading axis is runs)."""
   return sum(math.prod(leaf.shape[1:]) for leaf in jax.tree.leaves(params_R))
@@ -138,7 +152,9 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
   sharded over every device; a non-finite loss or parameter stops it with the last good
   checkpoint kept. The caller has validated the rest of cfg; config.json records cfg, the
   application's config as its config file gives it. `stop_after` (a checkpoint step) ends this
-  invocation there, as a preempted job would. Returns each run's row of the last step."""
+  invocation there, as a preempted job would. An evaluation that family.stops accepts ends
+  training at that step (checkpointed), and a resumed run that had stopped trains no further.
+  Returns each run's row of the last step."""
   train = cfg.train if train is None else train
   validate_train(train)
   end = check_stop_after(train, stop_after)
@@ -169,6 +185,8 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
   bar = metric_writer.progress_bar(train.num_steps, step, desc=os.path.basename(workdir),
                                    disable=not train.progress)
   last_eval, shown = None, {}
+  if stopped(family, metrics_path, step):
+    end = step
   while step < end:
     state, metrics, finite = chunk(state, *consts)
     metrics, finite = sharding.to_host((metrics, finite))
@@ -195,16 +213,20 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
           f"non-finite loss or parameters by step {step} in run(s): {_describe(grid, ~finite)}. "
           f"The last good checkpoint in {workdir!r} is kept (steps "
           f"{checkpointing.available_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR))}).")
-    if step % train.checkpoint_every == 0 or step == train.num_steps:
+    stop = bool(due) and bool(family.stops({k: v[:len(grid)] for k, v in last_eval.items()}))
+    if step % train.checkpoint_every == 0 or step == train.num_steps or stop:
       checkpointing.save(mngr, step, sharding.real_runs(state, len(grid), mesh))
     bar.update(train.chunk_size)
     bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items()})
+    if stop:
+      logging.info("%s: stopped early at step %d", workdir, step)
+      end = step
   bar.close()
   mngr.close()
   writer.close()
-  return final_rows(metrics_path, train.num_steps)
+  return final_rows(metrics_path, end)
 
 
-def final_rows(metrics_path: str, num_steps: int) -> list[dict]:
-  """The row of each run at the last step (it carries the final evaluation)."""
-  return [r for r in metric_writer.read_rows(metrics_path) if r["step"] == num_steps]
+def final_rows(metrics_path: str, step: int) -> list[dict]:
+  """The row of each run at `step`, the last (it carries the final evaluation)."""
+  return [r for r in metric_writer.read_rows(metrics_path) if r["step"] == step]
