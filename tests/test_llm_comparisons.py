@@ -171,3 +171,36 @@ def test_a_summary_without_its_per_problem_rows_is_refused(tmp_path):
   with pytest.raises(DataError, match=r"funcs/composed.jsonl: 0 per-problem rows, its summary "
                      "says 20"):
     comparisons.read(str(tmp_path))
+
+
+def test_the_majority_answer_is_the_leave_one_out_mode_of_the_golds():
+  """Each problem guessed with the mode of the other problems' golds: six 3s and four 4s among
+  15 problems -> the 3s are right (5 other 3s beat 4 4s), a 4 is not (six 3s), nor a single;
+  two answers twice each -> every problem's own gold loses its tie. The expert's comparison
+  against it is paired per problem, on a benchmark with golds only."""
+  golds = ["3"] * 6 + ["4"] * 4 + ["5", "6", "7", "8", "9"]
+  ids = [f"p{i:02d}" for i in range(len(golds))]
+  expert = [g in ("4", "9") for g in golds]  # right on the 4s and the 9
+  rows = [{**r, "gold": g} for s, correct in (("base", [False] * 15), ("arith", expert))
+          for r, g in zip(_problem_rows("arith", s, 0, correct, ids), golds, strict=True)]
+  got = comparisons.majority_answer(rows, "arith")
+  assert got.seeds == (0,) and got.ids == tuple(ids)
+  np.testing.assert_array_equal(got.correct_SxP[0], [g == "3" for g in golds])
+  pairs = [{**r, "gold": g} for r, g in zip(_problem_rows("x", "a", 0, [0] * 4),
+                                            ["a", "a", "b", "b"], strict=True)]
+  assert comparisons.majority_answer(pairs, "x").correct_SxP.sum() == 0
+  summary = [{"benchmark": b, "system": s, "kind": k, "members": m}
+             for b in ("arith", "funcs")
+             for s, k, m in (("base", "single", ["base"]), ("arith", "single", ["arith"]),
+                             ("composed", "composed", ["base", "arith", "funcs"]))]
+  code = _problem_rows("funcs", "base", 0, [False] * 3) + _problem_rows("funcs", "arith", 0,
+                                                                        [True] * 3)
+  out = comparisons.compare(summary, rows + code)
+  mine = [r for r in out if r["other"] == comparisons.MAJORITY]
+  assert [(r["benchmark"], r["system"]) for r in mine] == [("arith", "arith")]  # no funcs golds
+  assert mine[0]["accuracy"] == 5 / 15 and mine[0]["other_accuracy"] == 6 / 15
+  assert mine[0]["difference"] == pytest.approx(-1 / 15)
+  assert comparisons.majority_answer(code, "funcs") is None
+  clash = rows + [{**rows[0], "system": "composed", "gold": "4"}]
+  with pytest.raises(DataError, match="has golds '3' and '4'"):
+    comparisons.majority_answer(clash, "arith")

@@ -23,10 +23,19 @@ the nominal 95%). With one seed: problems alone.
 A comparison resamples the paired differences A - B on the same problems and seeds. The draws
 pick positions in the problems' order by id (sorted as text), so a result depends on which
 problems were scored, never on the order of their rows.
+
+The majority answer (added 2026-12-07, after the quick preset's arith expert led the
+background by no more than bare small numbers score): on a benchmark whose rows carry the gold
+answer (arith's number, strings' text; not code, scored by tests), each problem answered with
+the gold most frequent among the *other* scored problems (ties: the first as text), so no
+problem's own gold picks its answer: the majority-class baseline, cross-validated
+(leave-one-out) on the scored problems. An expert that does not lead it has not shown its skill
+beyond guessing the answers' distribution.
 """
 
 import os
 import re
+from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +56,7 @@ RULE = (f"A comparison A - B (accuracy, percentage points, on the same problems 
 SKILL_BENCHMARKS = {"math": ("gsm8k", "math"), "coding": ("humaneval_plus", "mbpp_plus")}
 MERGES = ("task_arithmetic", "weight_average")
 JOINT = "joint"  # the study's model fine-tuned on the merged experts' skills at once
+MAJORITY = "majority answer"  # the leave-one-out majority answer (module doc), as a system
 
 
 def seed_dir(workdir: str, seed: int) -> str:
@@ -74,8 +84,35 @@ def read(workdir: str) -> list[dict]:
         raise DataError(f"{path}: {len(rows)} per-problem rows, its summary says "
                         f"{r['num_problems']} (score the workdir again to finish it)")
       out += [{"benchmark": r["benchmark"], "system": r["system"], "seed": seed,
-               "id": str(p["id"]), "correct": bool(p["correct"])} for p in rows]
+               "id": str(p["id"]), "correct": bool(p["correct"]),
+               **({"gold": str(p["gold"])} if p.get("gold") is not None else {})}
+              for p in rows]
   return out
+
+
+def majority_answer(problems: list[dict], benchmark: str) -> "Scores | None":
+  """The leave-one-out majority answer's outcomes [1 seed, problems] on `benchmark` (module
+  doc), or None when a row of it has no gold; DataError when two rows give one problem
+  different golds."""
+  golds: dict[str, str] = {}
+  for r in problems:
+    if r["benchmark"] != benchmark:
+      continue
+    if "gold" not in r:
+      return None
+    if golds.setdefault(r["id"], r["gold"]) != r["gold"]:
+      raise DataError(f"{benchmark}: problem {r['id']!r} has golds {golds[r['id']]!r} and "
+                      f"{r['gold']!r}")
+  if not golds:
+    return None
+  counts = Counter(golds.values())
+
+  def guess(own: str) -> str:  # the mode of the other problems' golds
+    others = lambda a: counts[a] - (a == own)  # noqa: E731
+    return min(counts, key=lambda a: (-others(a), a))
+
+  ids = tuple(sorted(golds))
+  return Scores((0,), ids, np.asarray([[golds[i] == guess(golds[i]) for i in ids]], np.float64))
 
 
 class Scores(NamedTuple):
@@ -182,6 +219,8 @@ def comparisons(summary: list[dict]) -> list[Comparison]:
   own = lambda e: [b for b in benches if b in skill_benchmarks(e)]  # noqa: E731
   out = [Comparison("expert against the background, own skill", b, e, background)
          for e in experts if background in systems for b in own(e)]
+  out += [Comparison("expert against the majority answer, own skill", b, e, MAJORITY)
+          for e in experts for b in own(e)]
   for c in composed:
     out += [Comparison("composition against its member, the member's skill", b, c["system"], e)
             for e in c["members"][1:] if e in systems for b in own(e)]
@@ -205,7 +244,9 @@ def compare(summary: list[dict], problems: list[dict]) -> list[dict]:
   verdict (every value a fraction)."""
   out, by_pair = [], scores(problems)
   for c in comparisons(summary):
-    a, b = (by_pair.get((c.benchmark, s)) for s in (c.system, c.other))
+    b = (majority_answer(problems, c.benchmark) if c.other == MAJORITY  # golds needed
+         else by_pair.get((c.benchmark, c.other)))
+    a = by_pair.get((c.benchmark, c.system))
     if a is None or b is None:
       continue
     x, y = paired(a, b, f"{c.benchmark}: {c.system} against {c.other}")
@@ -257,7 +298,11 @@ def section(summary: list[dict], problems: list[dict]) -> str:
       f"{how}. 95% percentile intervals of {correlations.BOOTSTRAP_DRAWS} bootstrap draws, "
       f"generator seed {correlations.BOOTSTRAP_SEED} (llm_eval/comparisons.py). " + RULE
       + " Registered in `results/cpu/REGISTRATION.md` (LLM study, issue 38) before the "
-      "study's multi-seed runs; rows scored before that registration are judged post hoc.",
+      "study's multi-seed runs; rows scored before that registration are judged post hoc. "
+      f"The {MAJORITY} (each expert against it on its own skill, where the rows carry gold "
+      "answers): each problem answered with the gold most frequent among the other scored "
+      "problems (ties: the first as text), the majority-class baseline cross-validated "
+      "leave-one-out. Added 2026-12-07, after that registration: its verdicts are post hoc.",
       comparisons_table(rows) if rows else "No comparison: none of the compared pairs (an "
       "expert and the background, a composition and one of its members, a composition and a "
       "merge of its experts or the joint model) is scored here.",
