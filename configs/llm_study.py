@@ -39,7 +39,8 @@ tokenizer's), corpus.data_dir, init_from, the score's model paths and benchmark 
 Presets: test (the tests: llm_data's tiny data, 31k-parameter models, the arith and funcs
 experts and their composition on funcs, one expert seed, seconds), quick (quick-size models;
 easier than the issue's definition, as it says below: numbers up to 6, the background reads
-Q/A and learns in-context copying (repeat at 58 % of its tokens, a constant learning rate), the
+Q/A and learns in-context copying (repeat at 58 % of its tokens, a constant learning rate,
+training until it copies: QUICK_COPYING, at most QUICK_BACKGROUND_MAX_STEPS steps), the
 held-out code and string tasks (strings: the word-level ones, llm_data/config.py WORD_LEVEL)
 are trained under other words; 1 expert seed, for its <= 15 min (13 min 31 s measured,
 docs/llm_study.md): with 3, each expert's steps took 2.7-5.3 s against the background's 1.0

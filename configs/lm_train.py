@@ -15,7 +15,11 @@ tokenizer.model the ids come from, copied into every export) or `llm_data` (issu
 data: the `data` section is llm_data's data config, built into corpus.data_dir; corpus.sources
 what is trained on; corpus.answer_only counts only the answers' tokens; lm_train/llm_corpus.py).
 A pipeline that tokenises its own documents passes packed rows to experiment.train(...,
-corpus=...) instead.
+corpus=...) instead. On llm_data, --config.evals.copying=True measures in-context copying of
+held-out repeat lines at each evaluation (eval/copy_second, eval/copy_first: what
+benchmarks/copying.py prints for the export of that step), and
+--config.evals.stop_copying=0.9 ends training at the first evaluation whose second-copy
+accuracy reaches 0.9 (exported from that step; train.num_steps is then a cap).
 
 The study's presets, <size>_background and <size>_expert_<skill> (size test, quick or cpu;
 skill arith, funcs or strings): the background trains on prose + python, an expert fine-tunes
