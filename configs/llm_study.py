@@ -42,7 +42,8 @@ easier than the issue's definition, as it says below: numbers up to 6, the backg
 Q/A and learns in-context copying (repeat at 58 % of its tokens, a constant learning rate,
 training until it copies: QUICK_COPYING, at most QUICK_BACKGROUND_MAX_STEPS steps), the
 held-out code and string tasks (strings: the word-level ones, llm_data/config.py WORD_LEVEL)
-are trained under other words; 1 expert seed, for its <= 15 min (13 min 31 s measured,
+are trained under other words; 1 expert seed, for its <= 15 min (14 min 1 s measured on the
+default draw; 16 min 27 s on one whose background needs the 1,500-step cap:
 docs/llm_study.md): with 3, each expert's steps took 2.7-5.3 s against the background's 1.0
 (2-core EPYC at load ~4.5), so 3 seeds cannot fit; its intervals resample problems alone),
 cpu (arith's 1-3 ops on integers up to 10, not the
