@@ -294,3 +294,19 @@ def test_each_expert_seed_is_scored_in_its_own_stages_the_background_once():
     assert first.config.models[skill] == f"/w/expert_{skill}/export/seed_0"
     assert second.config.models[skill] == f"/w/expert_{skill}/export/seed_1"
   assert first.config.models.base == second.config.models.base == "/w/background/export/seed_0"
+
+
+def test_the_committed_cpu_run_holds_the_cpu_presets_configs(monkeypatch):
+  """`make reproduce-cpu-llm` writes into results/cpu/llm (the Makefile's relative path, from
+  the repository root), whose committed config.json files the pipeline checks before a stage
+  runs: a preset field added without them (lm_train's evals.copying once was) would refuse
+  the reproduction with "a different config"."""
+  from tests.helpers import REPO
+  monkeypatch.chdir(REPO)
+  cfg = load_config("llm_study", "cpu")
+  workdir = os.path.join("results", "cpu", "llm")
+  assert workdir_lib.check(workdir, cfg)
+  checked = [s.name for s in pipeline.stages(cfg, workdir)
+             if workdir_lib.check(s.workdir, s.config if s.config is not None else cfg.data)]
+  assert {"data", "background", "expert_arith", "expert_funcs", "expert_strings",
+          "joint", "score_test"} <= set(checked)
