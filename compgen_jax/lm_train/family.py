@@ -187,5 +187,5 @@ def family(cfg: ml_collections.ConfigDict, train: data.Packed, held_out: data.Pa
       evaluators=evaluators,
       due=lambda step: tuple(evaluators) if step % every == 0 or step == cfg.train.num_steps
       else (),
-      stops=lambda ev: threshold > 0 and "eval/copy_second" in ev and bool(
-          (ev["eval/copy_second"] >= threshold).all()))
+      stops=(lambda ev: "eval/copy_second" in ev and bool(
+          (ev["eval/copy_second"] >= threshold).all())) if threshold > 0 else None)

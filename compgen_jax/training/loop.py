@@ -43,8 +43,9 @@ class Family:
   params: Callable = chunk_lib.params_of  # the trained parameters (params.json, NaN check)
   strategy: str = "auto"    # runs vmapped or one after another: chunk.STRATEGIES
   # {metric: [R] values of the real runs} of an evaluation -> whether training ends there (early
-  # stop: every run stops together, at that step's checkpoint; train.num_steps is then a cap)
-  stops: Callable = lambda evaluation: False
+  # stop: every run stops together, at that step's checkpoint; train.num_steps is then a cap);
+  # None: no early stop (nothing read back on resume)
+  stops: Callable | None = None
 
 
 def stacked(tree: PyTree) -> PyTree:
@@ -116,11 +117,13 @@ def restore_or_init(family: Family, workdir: str, mesh: Mesh):
 def stopped(family: Family, metrics_path: str, step: int) -> bool:
   """Whether the runs stopped early at `step`: its rows (one per run, with their evaluation)
   satisfy family.stops. How a resumed run knows it had ended there; False at step 0 and for rows
-  without an evaluation."""
+  without an evaluation; False without reading the rows for a family with no stop rule."""
+  if family.stops is None or step == 0:
+    return False
   rows = [r for r in metric_writer.read_rows(metrics_path) if r.get("step") == step]
   keys = set.intersection(*(set(r) for r in rows)) - {"step", *family.grid[0]} if rows else set()
   evaluation = {k: np.array([r[k] for r in rows]) for k in keys if not k.startswith("train/")}
-  return step > 0 and bool(evaluation) and bool(family.stops(evaluation))
+  return bool(evaluation) and bool(family.stops(evaluation))
 
 
 def count_params(params_R) -> int:
@@ -213,7 +216,8 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
           f"non-finite loss or parameters by step {step} in run(s): {_describe(grid, ~finite)}. "
           f"The last good checkpoint in {workdir!r} is kept (steps "
           f"{checkpointing.available_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR))}).")
-    stop = bool(due) and bool(family.stops({k: v[:len(grid)] for k, v in last_eval.items()}))
+    stop = bool(due) and family.stops is not None and bool(
+        family.stops({k: v[:len(grid)] for k, v in last_eval.items()}))
     if step % train.checkpoint_every == 0 or step == train.num_steps or stop:
       checkpointing.save(mngr, step, sharding.real_runs(state, len(grid), mesh))
     bar.update(train.chunk_size)
