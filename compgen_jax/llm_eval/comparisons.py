@@ -42,7 +42,7 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import correlations, markdown
+from compgen_jax.analysis import correlations
 from compgen_jax.types import DataError
 
 SEED_DIR = "seed_{}"  # WORKDIR/seed_<s>/: seed s's experts scored (seed 0: WORKDIR itself)
@@ -256,55 +256,3 @@ def compare(summary: list[dict], problems: list[dict]) -> list[dict]:
                 "problems": d.problems, "verdict": verdict(d)})
   return out
 
-
-def _pp(v: float) -> str:
-  return f"{100 * v:+.1f}"
-
-
-def comparisons_table(rows: list[dict]) -> str:
-  body = [[r["question"], r["benchmark"], r["system"], r["other"],
-           f"{100 * r['accuracy']:.1f} - {100 * r['other_accuracy']:.1f}",
-           f"{_pp(r['difference'])} [{_pp(r['low'])}, {_pp(r['high'])}]", r["verdict"]]
-          for r in rows]
-  return markdown.table(["question", "benchmark", "A", "B", "accuracy A - B (%)",
-                         "difference (pp) [95% interval]", "verdict"], body)
-
-
-def seeds_table(problems: list[dict]) -> str:
-  """Accuracy (%) per benchmark, system and seed ('all' for a system scored once)."""
-  seeds = sorted({r["seed"] for r in problems})
-  body = []
-  for (b, s), sc in scores(problems).items():
-    at = dict(zip(sc.seeds, sc.correct_SxP.mean(axis=1), strict=True))
-    once = sc.seeds == (0,)
-    body.append([b, s, *(f"{100 * at[0]:.1f} (all)" if once and k == 0 else "" if once else
-                         f"{100 * at[k]:.1f}" if k in at else "-" for k in seeds)])
-  return markdown.table(["benchmark", "system", *(f"seed {k}" for k in seeds)], body)
-
-
-def section(summary: list[dict], problems: list[dict]) -> str:
-  """The report's comparisons: how the intervals are made, the rule, the table, and with more
-  than one seed, each seed's accuracy."""
-  seeds = sorted({r["seed"] for r in problems})
-  rows = compare(summary, problems)
-  how = (f"{len(seeds)} seeds of expert fine-tuning ({', '.join(map(str, seeds))}): intervals "
-         "resample seeds and problems independently (crossed: every seed scores the same "
-         "problems), each with replacement; the background is scored once (seed 0, which "
-         "every expert is fine-tuned from) and stands for every seed" if len(seeds) > 1 else
-         "1 seed of expert fine-tuning: intervals resample problems alone (another seed's "
-         "variation is not in them)")
-  return "\n\n".join([
-      "## Comparisons, paired on the same problems and seeds",
-      f"{how}. 95% percentile intervals of {correlations.BOOTSTRAP_DRAWS} bootstrap draws, "
-      f"generator seed {correlations.BOOTSTRAP_SEED} (llm_eval/comparisons.py). " + RULE
-      + " Registered in `results/cpu/REGISTRATION.md` (LLM study, issue 38) before the "
-      "study's multi-seed runs; rows scored before that registration are judged post hoc. "
-      f"The {MAJORITY} (each expert against it on its own skill, where the rows carry gold "
-      "answers): each problem answered with the gold most frequent among the other scored "
-      "problems (ties: the first as text), the majority-class baseline cross-validated "
-      "leave-one-out. Added 2026-12-07, after that registration: its verdicts are post hoc.",
-      comparisons_table(rows) if rows else "No comparison: none of the compared pairs (an "
-      "expert and the background, a composition and one of its members, a composition and a "
-      "merge of its experts or the joint model) is scored here.",
-      *(["Accuracy (%) per seed (the table above pools them):", seeds_table(problems)]
-        if len(seeds) > 1 else [])])

@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 
 from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
-from compgen_jax.analysis import markdown  # noqa: E402
+from compgen_jax.analysis import correlations, markdown  # noqa: E402
 from compgen_jax.llm_eval import comparisons, diagnostics_rows, evaluate_report  # noqa: E402
 
 # Kumar et al. 2026, Gemma-2-2B base / coding / math experts, composed (% accuracy or pass@1)
@@ -188,6 +188,60 @@ def unisolated_note(rows: list[dict]) -> str:
           "sandbox, so a program could have changed its own result): " + "; ".join(bad) + ".")
 
 
+def _pp(v: float) -> str:
+  return f"{100 * v:+.1f}"
+
+
+def comparisons_table(rows: list[dict]) -> str:
+  body = [[r["question"], r["benchmark"], r["system"], r["other"],
+           f"{100 * r['accuracy']:.1f} - {100 * r['other_accuracy']:.1f}",
+           f"{_pp(r['difference'])} [{_pp(r['low'])}, {_pp(r['high'])}]", r["verdict"]]
+          for r in rows]
+  return markdown.table(["question", "benchmark", "A", "B", "accuracy A - B (%)",
+                         "difference (pp) [95% interval]", "verdict"], body)
+
+
+def seeds_table(problems: list[dict]) -> str:
+  """Accuracy (%) per benchmark, system and seed ('all' for a system scored once)."""
+  seeds = sorted({r["seed"] for r in problems})
+  body = []
+  for (b, s), sc in comparisons.scores(problems).items():
+    at = dict(zip(sc.seeds, sc.correct_SxP.mean(axis=1), strict=True))
+    once = sc.seeds == (0,)
+    body.append([b, s, *(f"{100 * at[0]:.1f} (all)" if once and k == 0 else "" if once else
+                         f"{100 * at[k]:.1f}" if k in at else "-" for k in seeds)])
+  return markdown.table(["benchmark", "system", *(f"seed {k}" for k in seeds)], body)
+
+
+def comparisons_section(summary: list[dict], problems: list[dict]) -> str:
+  """The report's comparisons: how the intervals are made, the rule, the table, and with more
+  than one seed, each seed's accuracy."""
+  seeds = sorted({r["seed"] for r in problems})
+  rows = comparisons.compare(summary, problems)
+  how = (f"{len(seeds)} seeds of expert fine-tuning ({', '.join(map(str, seeds))}): intervals "
+         "resample seeds and problems independently (crossed: every seed scores the same "
+         "problems), each with replacement; the background is scored once (seed 0, which "
+         "every expert is fine-tuned from) and stands for every seed" if len(seeds) > 1 else
+         "1 seed of expert fine-tuning: intervals resample problems alone (another seed's "
+         "variation is not in them)")
+  return "\n\n".join([
+      "## Comparisons, paired on the same problems and seeds",
+      f"{how}. 95% percentile intervals of {correlations.BOOTSTRAP_DRAWS} bootstrap draws, "
+      f"generator seed {correlations.BOOTSTRAP_SEED} (llm_eval/comparisons.py). "
+      + comparisons.RULE + " Registered in `results/cpu/REGISTRATION.md` (LLM study, issue "
+      "38) before the study's multi-seed runs; rows scored before that registration are judged "
+      f"post hoc. The {comparisons.MAJORITY} (each expert against it on its own skill, where "
+      "the rows carry gold answers): each problem answered with the gold most frequent among "
+      "the other scored problems (ties: the first as text), the majority-class baseline "
+      "cross-validated leave-one-out. Added 2026-12-07, after that registration: its verdicts "
+      "are post hoc.",
+      comparisons_table(rows) if rows else "No comparison: none of the compared pairs (an "
+      "expert and the background, a composition and one of its members, a composition and a "
+      "merge of its experts or the joint model) is scored here.",
+      *(["Accuracy (%) per seed (the table above pools them):", seeds_table(problems)]
+        if len(seeds) > 1 else [])])
+
+
 def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
           preds: list[dict] = (), problems: list[dict] = ()) -> str:
   """Writes report.md, accuracy.png and diagnostics.png into `workdir` (with intervals and
@@ -205,7 +259,7 @@ def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
          "bootstrap interval in parentheses (as the comparisons below)." if problems else "."),
       *filter(None, [unisolated_note(rows)]), table(rows, cells),
       *filter(None, [protocol_note(rows)]), markdown.figure("accuracy.png", "accuracy"),
-      *([comparisons.section(rows, problems)] if problems else []),
+      *([comparisons_section(rows, problems)] if problems else []),
       "## Composition diagnostics" + (" at decode time (seed 0's experts; "
                                       "seed_<s>/report.md: seed s's)" if len(seeds) > 1 else ""),
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "

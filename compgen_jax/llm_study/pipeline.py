@@ -279,7 +279,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
             f"in {where}/seed_<s>/; report: {where}/{workdir_lib.REPORT_FILE})",
             llm_report.table(rows, comparisons.cells(problems)),
             "paired comparisons (llm_eval/comparisons.py):",
-            comparisons.comparisons_table(comparisons.compare(rows, problems)),
+            llm_report.comparisons_table(comparisons.compare(rows, problems)),
             "diagnostics of the compositions' decodes (the evaluate pass, pooled over the "
             "seeds it diagnosed):",
             evaluate_report.summary_table(diagnosed),
