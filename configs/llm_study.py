@@ -69,6 +69,11 @@ CPU_EXPERT_STEPS = 120
 CPU_ARITH_STEPS = 240
 CPU_BACKGROUND_STEPS = 1500
 QUICK_BACKGROUND_MAX_STEPS, QUICK_COPYING = 1500, 0.9  # the quick background's cap, stop rule
+# the quick experts' training templates: strings the held-out word-level tasks' rewordings and
+# dashes; arith the rewordings of the held-out stories (data_config.OPT_IN) and their twins
+QUICK_STRINGS_TRAINING = ("final_word", "swap_ends", "word_times", "dashes")
+QUICK_ARITH_TRAINING = (*data_config.OPT_IN["arith"], "boxes", "bus", "sheets", "crates",
+                        "give_away")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -195,6 +200,18 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # from [2, 6] (cpu: up to 100; the 900-step expert of the first pilot, numbers up to 10,
     # got half its steps' arithmetic wrong).
     cfg.data.arith.max_operand = 6
+    # strings trains on the word-level tasks alone: the held-out ones' rewordings and dashes
+    # (QUICK_STRINGS_TRAINING). Pilot (docs/llm_study.md, one background, a 400-step expert):
+    # trained on every letter-level task beside them, it answered "What is the last word of
+    # ...?" with the last *letter* (a trained task one word away) and solved 4 of 40; on
+    # these four alone, 12 of 40
+    cfg.data.strings.train_templates = QUICK_STRINGS_TRAINING
+    # arith trains on rewordings of its held-out stories (the same steps and solution
+    # sentences, other words) and their twins (the same steps, another story), the design of
+    # funcs and strings: every test task trained under other words. Pilot (docs/llm_study.md,
+    # one background): on every other story, 4 of 40; with the rewordings too, 4; on these
+    # ten alone, 8; and at lr 1e-2 (below), 14
+    cfg.data.arith.train_templates = QUICK_ARITH_TRAINING
     # A background that copies in context, as the cpu one (which learnt it between 500 and
     # 1,000 steps; docs/llm_study.md): quick-size backgrounds under warmup-cosine did not in
     # 400-1,200 steps, and their funcs and strings experts wrote fixed names and words (0 of
@@ -219,7 +236,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # +30 pp at 400), so the preset keeps to its 15 minutes.
     for skill, steps in (("arith", 600), ("funcs", 300), ("strings", 400)):
       section = cfg.experts[skill]
-      section.optim.update(learning_rate=3e-3, warmup_steps=30)
+      section.optim.update(learning_rate=1e-2 if skill == "arith" else 3e-3, warmup_steps=30)
       section.train.update(num_steps=steps, checkpoint_every=100)
       section.evals.every = steps
   cfg.lock()

@@ -103,6 +103,8 @@ def test_build_is_deterministic_resumes_and_seeds_matter(tiny_llm_data, tmp_path
 @pytest.mark.parametrize("field, value, message", [
     ("arith.test_templates", ("laps", "nope"), "unknown 'nope'"),
     ("strings.test_templates", tuple(config.TEMPLATES["strings"]), "none is left"),
+    ("arith.train_templates", ("boxes", "nope"), "unknown 'nope'"),
+    ("strings.train_templates", ("dashes", "last_word"), "last_word also held out"),
     ("funcs.num_train", 0, "funcs.num_train"),
     ("arith.max_operand", 4, "arith.max_operand"),
     ("tokenizer.vocab_size", 100, "tokenizer.vocab_size"),
@@ -114,6 +116,23 @@ def test_bad_config_raises_before_writing(tmp_path, field, value, message):
   with pytest.raises(ConfigError, match=message):
     build.ensure(cfg, str(tmp_path / "data"))
   assert not os.path.exists(tmp_path / "data")
+
+
+def test_train_templates_narrow_the_train_and_seen_splits_alone():
+  cfg = config.data_config("tiny")
+  cfg.strings.train_templates = ("dashes", "final_word")
+  cfg.arith.train_templates = ("boxes",)
+  for split in ("train", "seen"):
+    assert {r["template"] for r in build.draw(cfg, "strings", split, set())} == {
+        "dashes", "final_word"}
+  # the test split and cross (arith's training stories) follow: cross's stories are boxes'
+  default = config.data_config("tiny")
+  assert build.draw(cfg, "strings", "test", set()) == build.draw(default, "strings", "test",
+                                                                 set())
+  assert {r["template"] for r in build.draw(cfg, "cross", "test", set())} == {"boxes"}
+  # empty (the default): every template not held out, as before the field
+  assert {t.name for t in build.templates(default, "strings", "train")} == set(
+      config.TEMPLATES["strings"]) - set(default.strings.test_templates)
 
 
 def test_too_many_problems_for_the_templates_is_a_config_error():

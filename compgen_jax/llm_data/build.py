@@ -23,7 +23,7 @@ import ml_collections
 from compgen_jax import files, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import code_skill, corpora, cross_skill, math_skill, strings_skill
-from compgen_jax.llm_data.config import TEMPLATES, validate
+from compgen_jax.llm_data.config import OPT_IN, TEMPLATES, validate
 from compgen_jax.lm import tokenizer
 from compgen_jax.types import ConfigError, DataError
 
@@ -70,12 +70,16 @@ def split_random(cfg: ml_collections.ConfigDict, skill: str, split: str) -> rand
 
 
 def templates(cfg: ml_collections.ConfigDict, skill: str, split: str) -> list:
-  """The templates a split draws from: test the held-out ones, train and seen the rest; cross
-  the stories arith trains on."""
+  """The templates a split draws from: test the held-out ones, train and seen the rest but the
+  OPT_IN ones (those of train_templates alone, where it names some); cross the stories arith
+  trains on."""
   if skill == "cross":
     skill, split = "arith", "train"
-  held_out = set(cfg[skill].test_templates)
-  return [t for name, t in TEMPLATES[skill].items() if (name in held_out) == (split == "test")]
+  if split == "test":
+    return [t for name, t in TEMPLATES[skill].items() if name in cfg[skill].test_templates]
+  trained = cfg[skill].train_templates or (
+      set(TEMPLATES[skill]) - set(cfg[skill].test_templates) - set(OPT_IN[skill]))
+  return [t for name, t in TEMPLATES[skill].items() if name in trained]
 
 
 def coarse_key(skill: str) -> Callable:
