@@ -7,7 +7,7 @@ import os
 import pytest
 import sentencepiece as spm
 
-from compgen_jax.llm_data import build, config, corpora
+from compgen_jax.llm_data import build, config, corpora, math_skill
 from compgen_jax.llm_eval import runner, sandbox
 from compgen_jax.llm_eval.benchmarks import BENCHMARKS
 from compgen_jax.types import ConfigError
@@ -130,9 +130,26 @@ def test_train_templates_narrow_the_train_and_seen_splits_alone():
   assert build.draw(cfg, "strings", "test", set()) == build.draw(default, "strings", "test",
                                                                  set())
   assert {r["template"] for r in build.draw(cfg, "cross", "test", set())} == {"boxes"}
-  # empty (the default): every template not held out, as before the field
+  # empty (the default): every template not held out, as before the field, but the OPT_IN
+  # ones, which only a config naming them draws
   assert {t.name for t in build.templates(default, "strings", "train")} == set(
       config.TEMPLATES["strings"]) - set(default.strings.test_templates)
+  assert {t.name for t in build.templates(default, "arith", "train")} == set(
+      config.TEMPLATES["arith"]) - set(default.arith.test_templates) - set(config.OPT_IN["arith"])
+  cfg.arith.train_templates = config.OPT_IN["arith"]
+  assert {r["template"] for r in build.draw(cfg, "arith", "train", set())} == set(
+      config.OPT_IN["arith"])
+
+
+def test_arith_rewordings_are_held_out_stories_in_other_words():
+  """Each of math_skill.REWORDINGS solves a default held-out story with its very steps and
+  worked-solution sentences, told in other words; and only a config naming it draws it."""
+  held_out = [math_skill.BY_NAME[n] for n in config.data_config("cpu").arith.test_templates]
+  assert len(math_skill.REWORDINGS) == len(held_out)
+  for rewording, story in zip(math_skill.REWORDINGS, held_out, strict=True):
+    assert rewording.steps == story.steps and rewording.items == story.items, rewording.name
+    assert rewording.text != story.text
+  assert config.OPT_IN["arith"] == tuple(t.name for t in math_skill.REWORDINGS)
 
 
 def test_too_many_problems_for_the_templates_is_a_config_error():
