@@ -116,7 +116,7 @@ reproduce-cpu-images: $(STAMP)
 # program, resumable (re-running skips finished stages and resumes the interrupted one;
 # WORKDIR/stages.jsonl has each stage's wall time). reproduce-cpu-llm: the cpu preset into
 # results/cpu/llm (2 h 6 min measured on 2 cores); reproduce-cpu-llm-quick: the quick preset into
-# $(LLM_QUICK_DIR) (14 min 1 s measured, one expert seed: with 3 it cannot fit, configs/llm_study.py).
+# $(LLM_QUICK_DIR) (14 min 50 s measured, one expert seed: with 3 it cannot fit, configs/llm_study.py).
 LLM_QUICK_DIR ?= workdirs/llm_study_quick
 .PHONY: reproduce-cpu-llm reproduce-cpu-llm-quick
 reproduce-cpu-llm: $(STAMP)
