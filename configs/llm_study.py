@@ -46,10 +46,10 @@ are trained under other words, and the arith and strings experts train on the te
 nearest their held-out ones alone (QUICK_ARITH_TRAINING, QUICK_STRINGS_TRAINING); 1 expert
 seed, for its <= 15 min (14 min 50 s measured on the default draw, docs/llm_study.md): with
 3, each expert's steps took 2.7-5.3 s against the background's 1.0 (2-core EPYC at load ~4.5),
-so 3 seeds cannot fit; its intervals resample problems alone), cpu (arith's 1-3 ops on integers up to 10, not the
-issue's 100 (below: a cpu-size expert's arithmetic on larger numbers was mostly wrong); the
-held-out code and string tasks trained under other words, as in quick (below: with every
-wording held out no cpu-size expert applied a held-out operation);
+so 3 seeds cannot fit; its intervals resample problems alone), cpu (arith's 1-3 ops on
+integers up to 10, not the issue's 100 (below: a cpu-size expert's arithmetic on larger
+numbers was mostly wrong); the held-out code and string tasks trained under other words, as in
+quick (below: with every wording held out no cpu-size expert applied a held-out operation);
 cpu-size models; a background that also reads qa and llm_data's repeat source (in-context
 copying: docs/llm_study.md) of CPU_BACKGROUND_STEPS steps; experts of CPU_EXPERT_STEPS steps
 (arith: CPU_ARITH_STEPS), 3 expert seeds, the joint model, the first `limit` problems of each
