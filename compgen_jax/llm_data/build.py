@@ -75,11 +75,10 @@ def templates(cfg: ml_collections.ConfigDict, skill: str, split: str) -> list:
   trains on."""
   if skill == "cross":
     skill, split = "arith", "train"
-  if split == "test":
-    return [t for name, t in TEMPLATES[skill].items() if name in cfg[skill].test_templates]
-  trained = cfg[skill].train_templates or (
-      set(TEMPLATES[skill]) - set(cfg[skill].test_templates) - set(OPT_IN[skill]))
-  return [t for name, t in TEMPLATES[skill].items() if name in trained]
+  held_out = set(cfg[skill].test_templates)
+  names = held_out if split == "test" else (
+      set(cfg[skill].train_templates) or set(TEMPLATES[skill]) - held_out - set(OPT_IN[skill]))
+  return [t for name, t in TEMPLATES[skill].items() if name in names]
 
 
 def coarse_key(skill: str) -> Callable:

@@ -113,28 +113,28 @@ TEMPLATES = (
                                    ("s1 + s2", "{n} packs {e} = {v} {x}.")],
        ["potatoes", "pears"]),
 )
-# Rewordings of the default held-out stories (the same steps and worked-solution sentences, the
-# story in other words), in no split unless a config names them (config.OPT_IN): the quick
-# preset trains them (configs/llm_study.py), so each of its test stories is trained under other
-# words, as its funcs and strings tasks are
+
+
+def _reword(name, story, text):
+  """`story`'s steps, worked-solution sentences and items, the story told in `text`."""
+  held_out = next(t for t in TEMPLATES if t.name == story)
+  return Template(name, text, held_out.steps, held_out.items)
+
+
+# Rewordings of the default held-out stories, in no split unless a config names them
+# (config.OPT_IN): the quick preset trains them (configs/llm_study.py), so each of its test
+# stories is trained under other words, as its funcs and strings tasks are
 REWORDINGS = (
-    _t("track_laps", "{n} does {a} laps around a track that is {b} meters long. How far does "
-       "{n} go in meters?", [("a * b", "{n} runs {e} = {v} meters.")], ["meters"]),
-    _t("missing_found", "{n} started with {a} {x}. {b} of them went missing, but later {n} "
-       "found {c}. How many {x} are there now?", [("a - b", "After losing: {e} = {v} {x}."),
-                                                 ("s1 + c", "After finding: {e} = {v} {x}.")],
-       ["keys", "marbles", "buttons"]),
-    _t("pack_price", "{n} wants {c} {x}. They come in packs of {a}, and each pack is {b} "
-       "dollars. What does {n} pay in dollars?", [("c / a", "{n} needs {e} = {v} packs."),
-                                                 ("s1 * b", "{n} pays {e} = {v} dollars.")],
-       ["pencils", "cards"]),
-    _t("group_sums", "{n} puts {b} {x} in each of {a} groups, and {d} {x} in each of {c} other "
-       "groups. What is the total number of {x}?",
-       [("a * b", "The first groups hold {e} = {v} {x}."),
-        ("c * d", "The others hold {e} = {v} {x}."), ("s1 + s2", "There are {e} = {v} {x}.")],
-       ["blocks", "beads"]),
-    _t("ahead_by", "{n} owns {a} {x}; a friend owns {b}. By how many {x} is {n} ahead of the "
-       "friend?", [("a - b", "{n} has {e} = {v} more {x}.")], ["stickers", "points", "shells"]),
+    _reword("track_laps", "laps", "{n} does {a} laps around a track that is {b} meters long. "
+            "How far does {n} go in meters?"),
+    _reword("missing_found", "lost", "{n} started with {a} {x}. {b} of them went missing, but "
+            "later {n} found {c}. How many {x} are there now?"),
+    _reword("pack_price", "packs_cost", "{n} wants {c} {x}. They come in packs of {a}, and each "
+            "pack is {b} dollars. What does {n} pay in dollars?"),
+    _reword("group_sums", "groups_total", "{n} puts {b} {x} in each of {a} groups, and {d} {x} "
+            "in each of {c} other groups. What is the total number of {x}?"),
+    _reword("ahead_by", "difference", "{n} owns {a} {x}; a friend owns {b}. By how many {x} is "
+            "{n} ahead of the friend?"),
 )
 BY_NAME = {t.name: t for t in TEMPLATES + REWORDINGS}
 
