@@ -103,17 +103,17 @@ def _score(preset: str, joint: bool) -> ml_collections.ConfigDict:
     if "num_fewshot" in settings:
       settings["num_fewshot"] = 0
   cfg["generate"].update(max_new_tokens=96, batch_size=16, pad_to=32)
-  if preset == "quick":
-    # a benchmark's 40 problems as one batch, at most 64 new tokens (every correct completion
-    # of the quick runs ends within 52): the same accuracies, re-scored from the same models,
-    # and the scores 78 -> 67 s (docs/llm_study.md), for the preset's 15 minutes
-    cfg["generate"].update(batch_size=40, max_new_tokens=64)
   if preset == "test":
     cfg.update(systems=("base", "arith", "funcs", "composed"), run=("funcs",))
     cfg["generate"].update(max_new_tokens=16, batch_size=4)
   limit = {"test": 4, "quick": 40, "cpu": 50}[preset]
   for settings in cfg["benchmarks"].values():
     settings["limit"] = limit
+  if preset == "quick":
+    # a benchmark's problems as one batch, at most 64 new tokens (every correct completion of
+    # the quick runs ends within 52): the same accuracies, re-scored from the same models, and
+    # the scores 78 -> 67 s (docs/llm_study.md), for the preset's 15 minutes
+    cfg["generate"].update(batch_size=limit, max_new_tokens=64)
   return ml_collections.ConfigDict(cfg)
 
 
@@ -244,9 +244,9 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # at 3e-3 over 300), strings 200 (15; 14 at lr 1e-2, 28 at 300, 35 at 400). With strings
     # at 300 the preset took 15 min 35 s (a slower hour of the same 2-core VM: 0.35 s a
     # background step against 0.31)
-    for skill, steps in (("arith", 500), ("funcs", 200), ("strings", 200)):
+    for skill, steps, rate in (("arith", 500, 1e-2), ("funcs", 200, 1e-2), ("strings", 200, 3e-3)):
       section = cfg.experts[skill]
-      section.optim.update(learning_rate=3e-3 if skill == "strings" else 1e-2, warmup_steps=30)
+      section.optim.update(learning_rate=rate, warmup_steps=30)
       section.train.update(num_steps=steps, checkpoint_every=100)
       section.evals.every = steps
   cfg.lock()
