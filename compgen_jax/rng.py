@@ -10,7 +10,7 @@ import jax
 STREAMS = (
     "teacher", "teacher_weights", "teacher_biases", "split", "encoding", "encoding_order",
     "student", "train", "test", "ood", "ood_hotness", "probe", "fewshot", "data", "decode",
-    "init", "task", "finetune", "theorem_error", "theorem_count", "tiny_models",
+    "init", "task", "finetune", "replay", "lora", "theorem_error", "theorem_count", "tiny_models",
 )
 
 

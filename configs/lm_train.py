@@ -41,7 +41,7 @@ tokens: about an hour). docs/lm_train.md has the measured tokens/s per size.
 import ml_collections
 
 from compgen_jax.llm_data import config as data_config
-from compgen_jax.lm_train import model
+from compgen_jax.lm_train import model, recipes
 from compgen_jax.training.config import train_config
 
 SIZES = ("test", "quick", "cpu")
@@ -77,6 +77,9 @@ def base() -> ml_collections.ConfigDict:
   # num_steps is then a cap)
   cfg.evals = ml_collections.ConfigDict(dict(every=500, copying=False, stop_copying=0.0))
   cfg.export = ml_collections.ConfigDict(dict(enabled=True))  # <workdir>/export/seed_<s>/
+  # how a fine-tune may move from its start (lm_train/recipes.py): replay of the background's
+  # corpus, a KL penalty on it, low-rank adapters, decay toward the start; all off = full
+  cfg.finetune = recipes.default_config()
   return cfg
 
 
@@ -102,6 +105,7 @@ def study(cfg: ml_collections.ConfigDict, size: str, role: str) -> None:
     cfg.num_seeds = 1
     cfg.train.update(num_steps=40, chunk_size=20, checkpoint_every=20)
     cfg.evals.every = 20
+    cfg.finetune.held_out_per_source = 3  # the tiny data's 8 prose documents
   if role.startswith("expert_"):
     cfg.corpus.update(sources=(role.removeprefix("expert_"),), answer_only=True)
     cfg.optim.update(learning_rate=cfg.optim.learning_rate / 3,

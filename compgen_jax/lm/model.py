@@ -41,7 +41,11 @@ def lm_loss(model: Model, params: PyTree, inputs_BxL: Array, labels_BxL: Array,
             weight_BxL: Array) -> tuple[Array, Array]:
   """Mean cross-entropy and token accuracy over the weighted positions (the training loss of
   every LM here: letters' models, lm_train's Gemma-2)."""
-  logits = forward(model, params, inputs_BxL)
+  return loss_from_logits(forward(model, params, inputs_BxL), labels_BxL, weight_BxL)
+
+
+def loss_from_logits(logits: Array, labels_BxL: Array, weight_BxL: Array) -> tuple[Array, Array]:
+  """lm_loss of given logits [B, L, V] (a step that reads them for more than the loss)."""
   ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels_BxL)
   correct = (jnp.argmax(logits, -1) == labels_BxL).astype(jnp.float32)
   norm = jnp.maximum(weight_BxL.sum(), 1.0)

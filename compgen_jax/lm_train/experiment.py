@@ -11,7 +11,7 @@ import numpy as np
 from compgen_jax import checkpointing, checks
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.lm import gemma2, hf_export, loading
-from compgen_jax.lm_train import copying, data, family, llm_corpus
+from compgen_jax.lm_train import copying, data, family, llm_corpus, recipes
 from compgen_jax.lm_train import model as model_lib
 from compgen_jax.training import loop, optim
 from compgen_jax.training import passes as engine_passes
@@ -67,6 +67,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   if cfg.evals.stop_copying and not cfg.evals.copying:
     raise ConfigError("evals.stop_copying", "needs evals.copying=True (what it stops on)")
   checks.boolean("export.enabled", cfg.export.enabled)
+  recipes.validate(cfg, llm_corpus.REPLAY_SOURCES)
 
 
 def _config_of(directory: str) -> gemma2.Gemma2Config:
@@ -123,7 +124,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None =
       raise DataError(f"{name} rows {rows.tokens_NxL.shape} (ids up to "
                       f"{rows.tokens_NxL.max()}) are not corpus.seq_len {cfg.corpus.seq_len} "
                       f"wide in a vocabulary of {cfg.model.vocab_size}")
-  fam = family.family(cfg, train_rows, held_rows, start_params(cfg), copying_documents(cfg))
+  fam = family.family(cfg, train_rows, held_rows, start_params(cfg), copying_documents(cfg),
+                      replay_rows(cfg))
   final = loop.run(fam, cfg, workdir, stop_after)
   # train.num_steps, stop_after's, or where training stopped early
   step = final[0]["step"] if final else 0
@@ -131,6 +133,14 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, stop_after: int | None =
       fam, os.path.join(workdir, workdir_lib.METRICS_FILE), step)):
     export(cfg, workdir, step)
   return final
+
+
+def replay_rows(cfg: ml_collections.ConfigDict) -> data.Packed | None:
+  """The packed rows finetune.replay draws from (llm_corpus.replay_documents), else None."""
+  if not recipes.replay_rows(cfg):
+    return None
+  docs, masks = llm_corpus.replay_documents(cfg)
+  return data.pack(docs, cfg.corpus.seq_len, masks, cfg.corpus.add_bos)
 
 
 def copying_documents(cfg: ml_collections.ConfigDict) -> tuple | None:
@@ -150,10 +160,15 @@ def trained_params(cfg: ml_collections.ConfigDict, workdir: str,
   when there is none."""
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
   step, = engine_passes.select_steps(ckpt_dir, step or cfg.train.num_steps, every=False)
-  # a fine-tuned run's state has the fresh one's shapes: restore against those
-  abstract = loop.abstract_state(family.init_fresh(family.program_config(cfg)),
-                                (family.run_keys(cfg),))
-  return checkpointing.restore(ckpt_dir, abstract, step)[1].params
+  # a fine-tuned run's state has the fresh one's shapes (an adapted one: its adapters')
+  program = family.program_config(cfg)
+  init = family.init_lora(program) if cfg.finetune.lora_rank else family.init_fresh(program)
+  trained = checkpointing.restore(ckpt_dir, loop.abstract_state(init, (family.run_keys(cfg),)),
+                                  step)[1].params
+  if not cfg.finetune.lora_rank:
+    return trained
+  start = start_params(cfg)
+  return jax.vmap(lambda lora: recipes.merge(start, lora, cfg.finetune))(trained)
 
 
 def export_dir(workdir: str, seed: int) -> str:

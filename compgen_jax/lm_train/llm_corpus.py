@@ -19,6 +19,9 @@ from compgen_jax.llm_data import config as data_config
 from compgen_jax.lm import loading
 from compgen_jax.types import CheckpointError, ConfigError, DataError
 
+# the background corpora an expert may replay (finetune.replay_sources) and drift is measured on
+REPLAY_SOURCES = ("prose", "python", "qa")
+
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
   """The llm_data fields, before anything is built (ConfigError naming the field)."""
@@ -69,7 +72,33 @@ def tokenized(cfg: ml_collections.ConfigDict) -> tuple[list, list]:
 def documents(cfg: ml_collections.ConfigDict) -> tuple[tuple, tuple]:
   """((documents, loss masks), (held-out documents, loss masks)): num_held_out documents
   drawn with corpus.seed are held out."""
-  docs, masks = tokenized(cfg)
+  return held_out_split(cfg, *tokenized(cfg))
+
+
+def source_documents(cfg: ml_collections.ConfigDict, source: str) -> tuple[tuple, tuple]:
+  """documents() of one background source alone, every token counting, with
+  finetune.held_out_per_source of them held out: the same draw for every config of the data
+  (replay trains on the rest; drift is measured on them)."""
+  one = ml_collections.ConfigDict(cfg.to_dict())
+  one.corpus.update(sources=(source,), answer_only=False,
+                    num_held_out=cfg.finetune.held_out_per_source)
+  return documents(one)
+
+
+def replay_documents(cfg: ml_collections.ConfigDict) -> tuple[list, list]:
+  """(documents, loss masks) an expert replays (finetune.replay_sources): each source's
+  training part, so every source's held-out documents stay unseen by the expert."""
+  docs, masks = [], []
+  for source in cfg.finetune.replay_sources:
+    (d, m), _ = source_documents(cfg, source)
+    docs += d
+    masks += m
+  return docs, masks
+
+
+def held_out_split(cfg: ml_collections.ConfigDict, docs: list, masks: list
+                   ) -> tuple[tuple, tuple]:
+  """(train, held out) of tokenised documents: num_held_out of them drawn with corpus.seed."""
   n = cfg.corpus.num_held_out
   if n >= len(docs):
     raise DataError(f"corpus.num_held_out {n} leaves none of the {len(docs)} documents of "
