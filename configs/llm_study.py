@@ -132,8 +132,10 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   cfg.joint.corpus.sources = ("arith", "funcs")
   # cpu: the issue's >= 3 seeds of expert fine-tuning; quick: 1, its 15 min (docstring)
   seeds = 3 if preset == "cpu" else 1
+  # drift_rows: packed rows of each set the drift stage measures (llm_study/drift.py)
   cfg.study = ml_collections.ConfigDict(dict(joint=preset == "cpu", splits=("test",),
-                                             seeds=seeds))
+                                             seeds=seeds, drift_rows=4 if preset == "test"
+                                             else 64))
   for section in (*cfg.experts.values(), cfg.joint):
     section.num_seeds = seeds
   cfg.score = _score(preset, cfg.study.joint)

@@ -11,14 +11,18 @@ import os
 import random
 import shutil
 
+import jax
+import numpy as np
 import pytest
 
 from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build, code_skill
 from compgen_jax.llm_eval import diagnostics_rows
+from compgen_jax.llm_study import drift, pipeline
 from compgen_jax.llm_study import inputs as inputs_lib
-from compgen_jax.llm_study import pipeline
+from compgen_jax.lm import gemma2, loading
+from compgen_jax.lm.model import forward
 from compgen_jax.types import ConfigError
 from tests.helpers import load_config
 
@@ -84,7 +88,7 @@ def test_the_planted_skill_survives_every_stage_and_the_composition(study):
                                        "model.safetensors"))
   stages = [r["stage"] for r in metric_writer.read_rows(
       os.path.join(workdir, pipeline.STAGES_FILE))]
-  assert stages == ["data", "background", "expert_arith", "expert_funcs", "score_test",
+  assert stages == ["data", "background", "expert_arith", "expert_funcs", "drift", "score_test",
                     "diagnose_test"]
 
 
@@ -129,14 +133,41 @@ def test_a_second_seeds_stages_score_its_experts_and_the_report_pools_both(study
   assert [open(p).read() for p in paths] == before
 
 
+def test_the_drift_stage_measures_each_expert_against_the_background(study):
+  """Its rows per expert, seed and set; one row recomputed in float64 numpy from both models'
+  logits on the same rows; the background against itself drifts by nothing."""
+  cfg, workdir, _ = study
+  out = os.path.join(workdir, pipeline.DRIFT)
+  rows = metric_writer.read_rows(os.path.join(out, drift.ROWS_FILE))
+  assert {(r["expert"], r["seed"], r["set"], r["kind"]) for r in rows} == {
+      (e, 0, s, "own" if s == e else "off") for e in ("arith", "funcs")
+      for s in ("prose", "python", "arith", "funcs")}
+  assert os.path.isfile(os.path.join(out, drift.FIGURE_FILE))
+  assert drift.table(rows) in open(os.path.join(out, drift.REPORT_FILE)).read()
+  models = pipeline.model_dirs(cfg, workdir)
+  expert_cfg = pipeline.lm_config(cfg, cfg.experts.arith, workdir, models["base"])
+  _, docs, masks = drift.sets(expert_cfg, tuple(cfg.experts))["funcs"]
+  packed = drift.rows_of(docs, masks, expert_cfg.corpus.seq_len, cfg.study.drift_rows)
+  (model, pe), (_, pb) = (gemma2.load(models[m]) for m in ("arith", "base"))
+  logp, logq = (jax.nn.log_softmax(np.asarray(forward(model, p, packed.tokens_NxL[:, :-1]),
+                                              np.float64), -1) for p in (pe, pb))
+  w = packed.weight_NxL[:, 1:]
+  kl = float(((np.exp(logp) * (logp - logq)).sum(-1) * w).sum() / w.sum())
+  row = next(r for r in rows if r["expert"] == "arith" and r["set"] == "funcs")
+  assert row["kl"] == pytest.approx(kl, rel=1e-3) and row["tokens"] == int(w.sum())
+  c = gemma2.config_from_hf(*loading.read_config(models["base"]))
+  same = drift.measure(c, pb, pb, packed, 4)
+  assert same["kl"] == pytest.approx(0, abs=1e-6) and same["ppl_ratio"] == pytest.approx(1)
+
+
 def test_a_finished_study_skips_every_stage(study, capsys):
   cfg, workdir, summary = study
   before = _accuracy(workdir, "composed")[1]
   again = apps.of_config(cfg).run(cfg, workdir)
   lines = [line for line in capsys.readouterr().out.splitlines() if "[llm_study" in line]
-  assert len(lines) == 6 and all(line.endswith("complete, skipped") for line in lines)
+  assert len(lines) == 7 and all(line.endswith("complete, skipped") for line in lines)
   assert again == summary and _accuracy(workdir, "composed")[1] == before
-  assert len(metric_writer.read_rows(os.path.join(workdir, pipeline.STAGES_FILE))) == 6
+  assert len(metric_writer.read_rows(os.path.join(workdir, pipeline.STAGES_FILE))) == 7
 
 
 DIAGNOSED = (workdir_lib.DIAGNOSTICS_FILE, workdir_lib.DIAGNOSTICS_SUMMARY_FILE,
@@ -202,7 +233,7 @@ def test_a_score_whose_models_changed_is_set_aside_and_scored_again(study, capsy
           pipeline.score_dir(backup, "test"), name)).read()
     stages = [r["stage"] for r in metric_writer.read_rows(
         os.path.join(workdir, pipeline.STAGES_FILE))]
-    assert stages[6:] == ["score_test", "diagnose_test"]
+    assert stages[7:] == ["drift", "score_test", "diagnose_test"]  # drift read the expert too
     recorded = inputs_lib.recorded(pipeline.score_dir(workdir, "test"))
     assert recorded["expert_arith/export/seed_0"] == inputs_lib.digest(models["arith"])
     # what did not change decodes as before (greedy): the funcs expert's rows

@@ -8,6 +8,8 @@ WORKDIR/data/             llm_data.build (corpora, <skill>_<split>.jsonl, tokeni
 WORKDIR/background/       lm_train workdirs: checkpoints, metrics.jsonl, export/seed_<s>/
 WORKDIR/expert_<skill>/
 WORKDIR/joint/
+WORKDIR/drift/            each expert seed's drift from the background before composing
+                          (llm_study/drift.py): drift.jsonl, report.md, drift.png
 WORKDIR/score_<split>/    llm_eval workdir of the experts' seed 0: <benchmark>/<system>.jsonl
                           (one row per problem), summary.jsonl, report.md; the
                           diagnose_<split> stage adds diagnostics.jsonl,
@@ -53,12 +55,13 @@ from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
 from compgen_jax.llm_eval import comparisons, diagnose, evaluate_report, runner, systems
 from compgen_jax.llm_eval import report as llm_report
+from compgen_jax.llm_study import drift
 from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
 
 STAGES_FILE = "stages.jsonl"
-DATA_DIR, BACKGROUND, JOINT = "data", "background", "joint"
+DATA_DIR, BACKGROUND, JOINT, DRIFT = "data", "background", "joint", "drift"
 BACKGROUND_SEED = 0  # the background's exported seed: every expert is fine-tuned from it
 
 
@@ -147,6 +150,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   checks.choices("experts", tuple(cfg.experts), ("arith", "funcs", "strings"))
   checks.boolean("study.joint", cfg.study.joint)
   checks.integer("study.seeds", cfg.study.seeds, low=1)
+  checks.integer("study.drift_rows", cfg.study.drift_rows, low=1)
   checks.choices("study.splits", cfg.study.splits, ("test", "seen"))
   # every training stage as lm_train validates it, init_from aside (the background's export
   # is written by the time an expert starts)
@@ -203,6 +207,7 @@ def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
     out.append(Stage(name, stage_dir, stage_cfg, _exported(stage_cfg, stage_dir),
                      lambda c=stage_cfg, w=stage_dir: lm_experiment.train(c, w),
                      data_files + ((init_from,) if init_from else ())))
+  out.append(_drift_stage(cfg, workdir, start, data_files))
   for split, seed in ((split, seed) for split in cfg.study.splits
                       for seed in range(cfg.study.seeds)):
     split_dir, stage_dir = score_dir(workdir, split), score_dir(workdir, split, seed)
@@ -218,6 +223,26 @@ def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
                      lambda p=predictors: os.path.isfile(p),
                      lambda c=stage_cfg, w=stage_dir, d=split_dir: _diagnose(c, w, d)))
   return out
+
+
+def _drift_stage(cfg: ml_collections.ConfigDict, workdir: str, background: str,
+                 data_files: tuple[str, ...]) -> Stage:
+  """Each scored expert seed's drift from the background's export (llm_study/drift.py)."""
+  experts = {s: lm_config(cfg, t, workdir, background) for s, t in cfg.experts.items()}
+  exports = {s: [lm_experiment.export_dir(os.path.join(workdir, expert_name(s)), seed)
+                 for seed in range(cfg.study.seeds)] for s in cfg.experts}
+  stage_dir = os.path.join(workdir, DRIFT)
+  stage_cfg = ml_collections.ConfigDict(dict(
+      rows=cfg.study.drift_rows, seeds=cfg.study.seeds,
+      experts={s: c.to_dict() for s, c in experts.items()}))
+
+  def run_stage():
+    workdir_lib.prepare(stage_dir, stage_cfg)
+    return drift.run(experts, exports, background, stage_dir, cfg.study.drift_rows)
+
+  rows = os.path.join(stage_dir, drift.ROWS_FILE)
+  return Stage(DRIFT, stage_dir, stage_cfg, lambda: os.path.isfile(rows), run_stage,
+               data_files + (background, *(e for es in exports.values() for e in es)))
 
 
 def _diagnose(cfg: ml_collections.ConfigDict, workdir: str, split_dir: str) -> str:
