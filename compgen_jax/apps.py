@@ -114,13 +114,14 @@ def _llm_report(directory: str, out_dir: str | None = None) -> str:
 def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
   """Each score stage's report.md (llm_eval's, from its summary rows and its diagnostics
   stage's rows): each seed's past 0 (score_<split>/seed_<s>/), then each split's over every
-  seed; the first split's path."""
+  seed (each recipe's: <recipe>/score_<split>/); the first split's path."""
   if out_dir not in (None, directory):
     raise ConfigError("out", "an llm_study report is written into its score workdirs")
   from compgen_jax.llm_eval import comparisons
-  from compgen_jax.llm_study import pipeline
+  from compgen_jax.llm_study import pipeline, recipes
   cfg = workdir_lib.load_config(directory)
-  found = [pipeline.score_dir(directory, s) for s in cfg.study.splits]
+  found = [pipeline.score_dir(directory, s, 0, r) for r in recipes.names(cfg)
+           for s in cfg.study.splits]
   found = [d for d in found if os.path.isfile(os.path.join(d, workdir_lib.SUMMARY_FILE))]
   if not found:
     raise ConfigError("dir", f"{directory!r} has no scored split yet (run the study first)")

@@ -75,6 +75,14 @@ QUICK_STRINGS_TRAINING = ("final_word", "swap_ends", "word_times", "dashes")
 QUICK_ARITH_TRAINING = (*data_config.OPT_IN["arith"], "boxes", "bus", "sheets", "crates",
                         "give_away")
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Expert fine-tuning recipes (lm_train/recipes.py), each applied over every expert's section
+# when study.recipes names it: from the drifted end (every parameter on the skill's answers
+# alone) to experts that stay close to the background off their skill
+RECIPES = {
+    "full": {},
+    "replay_kl": {"finetune": {"replay": 0.5, "kl": 1.0}},
+    "lora": {"finetune": {"lora_rank": 8, "lora_alpha": 16.0}},
+}
 
 
 def _tree(spec: str) -> ml_collections.ConfigDict:
@@ -132,10 +140,13 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   cfg.joint.corpus.sources = ("arith", "funcs")
   # cpu: the issue's >= 3 seeds of expert fine-tuning; quick: 1, its 15 min (docstring)
   seeds = 3 if preset == "cpu" else 1
-  # drift_rows: packed rows of each set the drift stage measures (llm_study/drift.py)
+  # drift_rows: packed rows of each set the drift stage measures (llm_study/drift.py);
+  # recipes: the entries of cfg.recipes whose experts the study trains (llm_study/recipes.py;
+  # none: the experts as their sections say, into the workdir itself)
   cfg.study = ml_collections.ConfigDict(dict(joint=preset == "cpu", splits=("test",),
                                              seeds=seeds, drift_rows=4 if preset == "test"
-                                             else 64))
+                                             else 64, recipes=()))
+  cfg.recipes = ml_collections.ConfigDict(RECIPES)
   for section in (*cfg.experts.values(), cfg.joint):
     section.num_seeds = seeds
   cfg.score = _score(preset, cfg.study.joint)

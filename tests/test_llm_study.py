@@ -160,6 +160,33 @@ def test_the_drift_stage_measures_each_expert_against_the_background(study):
   assert same["kl"] == pytest.approx(0, abs=1e-6) and same["ppl_ratio"] == pytest.approx(1)
 
 
+def test_a_recipes_experts_drift_and_scores_live_in_its_own_directory(study, tmp_path):
+  """study.recipes: after the data and background (the finished study's, copied), the recipe's
+  experts are fine-tuned by it into WORKDIR/<recipe>/, and its drift and scores read those
+  experts (the stages run as the pipeline runs them, on a copy of the study)."""
+  _, workdir, _ = study
+  copy = str(tmp_path / "study")
+  for name in (pipeline.DATA_DIR, pipeline.BACKGROUND):
+    shutil.copytree(os.path.join(workdir, name), os.path.join(copy, name))
+  cfg = load_config("llm_study", "test", **{"study.recipes": ("lora",)})
+  stages = pipeline.stages(cfg, copy)
+  assert [s.name for s in stages] == [
+      "data", "background", "lora/expert_arith", "lora/expert_funcs", "lora/drift",
+      "lora/score_test", "lora/diagnose_test"]
+  for stage in stages[2:]:
+    stage.run()
+  saved = workdir_lib.load_config(os.path.join(copy, "lora", pipeline.expert_name("funcs")))
+  assert saved.finetune.lora_rank == cfg.recipes.lora.finetune.lora_rank > 0
+  scored = workdir_lib.load_config(pipeline.score_dir(copy, "test", 0, "lora"))
+  assert scored.models.funcs == pipeline.model_dirs(cfg, copy, 0, "lora")["funcs"]
+  assert scored.models.funcs.startswith(os.path.join(copy, "lora", "expert_funcs"))
+  assert scored.models.base == os.path.join(copy, "background", "export", "seed_0")
+  rows = metric_writer.read_rows(os.path.join(copy, "lora", pipeline.DRIFT, drift.ROWS_FILE))
+  assert {r["expert"] for r in rows} == {"arith", "funcs"}
+  assert os.path.isfile(os.path.join(pipeline.score_dir(copy, "test", 0, "lora"),
+                                     workdir_lib.PREDICTORS_FILE))
+
+
 def test_a_finished_study_skips_every_stage(study, capsys):
   cfg, workdir, summary = study
   before = _accuracy(workdir, "composed")[1]
@@ -293,6 +320,12 @@ def test_report_rewrites_each_scored_splits_report_from_its_rows(study):
     ({"score.compositions.composed": ("arith", "poems")}, "score.compositions.composed"),
     # gated: no composition for the diagnose stage
     ({"score.compose.gate": "kl"}, "score.systems"),
+    ({"study.recipes": ("lora", "poems")}, "study.recipes"),
+    ({"study.recipes": ("lora", "lora")}, "study.recipes"),
+    ({"study.recipes": ("full",), "recipes.full": {"finetune": {"rank": 2}}},
+     "recipes.full.finetune.rank"),
+    ({"study.recipes": ("full",), "recipes.full": {"optim": {"learning_rate": "fast"}}},
+     "recipes.full.optim.learning_rate"),
 ])
 def test_bad_fields_are_refused_before_anything_is_written(overrides, field, tmp_path):
   cfg = load_config("llm_study", "test", **overrides)

@@ -70,5 +70,6 @@ def set_aside(stage_dir: str, stale_dir: str, name: str) -> str:
   n = 0
   while os.path.exists(target := os.path.join(stale_dir, f"{name}.{n}")):
     n += 1
+  os.makedirs(os.path.dirname(target), exist_ok=True)  # a recipe's stage: <recipe>/<stage>
   os.rename(stage_dir, target)
   return target

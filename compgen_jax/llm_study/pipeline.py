@@ -55,7 +55,7 @@ from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
 from compgen_jax.llm_eval import comparisons, diagnose, evaluate_report, runner, systems
 from compgen_jax.llm_eval import report as llm_report
-from compgen_jax.llm_study import drift
+from compgen_jax.llm_study import drift, recipes
 from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
@@ -94,9 +94,11 @@ def diagnose_name(split: str, seed: int = 0) -> str:
   return f"diagnose_{split}{_seed_suffix(seed)}"
 
 
-def score_dir(workdir: str, split: str, seed: int = 0) -> str:
-  """The llm workdir scoring `split` with the experts of `seed` (seed 0: the split's own)."""
-  return comparisons.seed_dir(os.path.join(workdir, score_name(split)), seed)
+def score_dir(workdir: str, split: str, seed: int = 0, recipe: str = "") -> str:
+  """The llm workdir scoring `split` with the experts of `seed` (seed 0: the split's own) of
+  `recipe` (llm_study/recipes.py; "": a study without recipes)."""
+  return comparisons.seed_dir(os.path.join(recipes.root(workdir, recipe), score_name(split)),
+                              seed)
 
 
 def lm_config(cfg, section: ml_collections.ConfigDict, workdir: str,
@@ -112,21 +114,23 @@ def lm_config(cfg, section: ml_collections.ConfigDict, workdir: str,
   return out
 
 
-def model_dirs(cfg, workdir: str, seed: int = 0) -> dict[str, str]:
-  """{score model name: exported directory} of every model the study trains: the experts' (and
-  the joint model's) seed `seed`, the background's BACKGROUND_SEED."""
-  export = lambda name, s=seed: lm_experiment.export_dir(os.path.join(workdir, name), s)  # noqa: E731
-  out = {"base": export(BACKGROUND, BACKGROUND_SEED)}
-  out |= {s: export(expert_name(s)) for s in cfg.experts}
-  return out | ({"joint": export(JOINT)} if cfg.study.joint else {})
+def model_dirs(cfg, workdir: str, seed: int = 0, recipe: str = "") -> dict[str, str]:
+  """{score model name: exported directory} of every model the study trains: the experts' (of
+  `recipe`) and the joint model's seed `seed`, the background's BACKGROUND_SEED."""
+  export = lambda d, s=seed: lm_experiment.export_dir(d, s)  # noqa: E731
+  out = {"base": export(os.path.join(workdir, BACKGROUND), BACKGROUND_SEED)}
+  out |= {s: export(os.path.join(recipes.root(workdir, recipe), expert_name(s)))
+          for s in cfg.experts}
+  return out | ({"joint": export(os.path.join(workdir, JOINT))} if cfg.study.joint else {})
 
 
-def score_config(cfg, workdir: str, split: str, seed: int = 0) -> ml_collections.ConfigDict:
+def score_config(cfg, workdir: str, split: str, seed: int = 0,
+                 recipe: str = "") -> ml_collections.ConfigDict:
   """The score section as configs/llm.py reads it: the trained models' exports (the experts'
-  seed `seed`), the split's benchmark files (build.benchmark_settings), the benchmarks of
-  `run` that have the split; past seed 0, only the systems that use an expert."""
+  seed `seed` of `recipe`), the split's benchmark files (build.benchmark_settings), the
+  benchmarks of `run` that have the split; past seed 0, only the systems that use an expert."""
   out = ml_collections.ConfigDict(cfg.score.to_dict())
-  for name, path in model_dirs(cfg, workdir, seed).items():
+  for name, path in model_dirs(cfg, workdir, seed, recipe).items():
     out.models[name] = path
   if seed:
     out.systems = tuple(s.name for s in systems.resolve(cfg.score)
@@ -152,17 +156,23 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   checks.integer("study.seeds", cfg.study.seeds, low=1)
   checks.integer("study.drift_rows", cfg.study.drift_rows, low=1)
   checks.choices("study.splits", cfg.study.splits, ("test", "seen"))
-  # every training stage as lm_train validates it, init_from aside (the background's export
-  # is written by the time an expert starts)
-  sections = {"background": cfg.background, **{f"experts.{s}": t for s, t in
-                                               cfg.experts.items()}}
+  checks.choices("study.recipes", cfg.study.recipes, tuple(cfg.recipes), allow_empty=True)
+  if len(set(cfg.study.recipes)) < len(cfg.study.recipes):
+    raise ConfigError("study.recipes", f"names a recipe twice: {cfg.study.recipes}")
+  # every training stage as lm_train validates it (each expert under each recipe), init_from
+  # aside (the background's export is written by the time an expert starts)
+  sections = {"background": cfg.background}
+  for recipe in recipes.names(cfg):
+    sections |= {recipes.stage_name(recipe, f"experts.{s}"): recipes.expert_section(cfg, s, recipe)
+                 for s in cfg.experts}
   if cfg.study.joint:
     sections["joint"] = cfg.joint
+  start = lm_experiment.export_dir(os.path.join("<workdir>", BACKGROUND), BACKGROUND_SEED)
   for prefix, section in sections.items():
-    trial = ml_collections.ConfigDict(section.to_dict())
-    trial.corpus.update(data_dir="<workdir>/data", answer_only=False)
     try:
-      lm_experiment.validate(lm_config(cfg, trial, "<workdir>"))
+      lm_experiment.validate(lm_config(cfg, section, "<workdir>",
+                                       "" if prefix == "background" else start),
+                             start_written=False)
     except ConfigError as e:
       raise ConfigError(f"{prefix}.{e.field}", str(e).split(": ", 1)[1]) from e
     if prefix != "background" and not section.corpus.answer_only:
@@ -189,49 +199,63 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 
 def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
-  """Every stage in order: data, background, experts, joint, then per split and experts' seed
-  (0 .. study.seeds - 1) a score and its diagnostics."""
+  """Every stage in order: data, background, [joint], then per recipe (llm_study/recipes.py)
+  its experts, their drift, and per split and experts' seed (0 .. study.seeds - 1) a score and
+  its diagnostics."""
   data_dir = os.path.join(workdir, DATA_DIR)
   data_files = tuple(build.paths(data_dir).values())
   out = [Stage("data", data_dir, None, lambda: all(map(os.path.isfile, data_files)),
                lambda: build.ensure(cfg.data, data_dir))]
   background = os.path.join(workdir, BACKGROUND)
-  trained = [(BACKGROUND, cfg.background, "")]
   start = lm_experiment.export_dir(background, BACKGROUND_SEED)
-  trained += [(expert_name(s), t, start) for s, t in cfg.experts.items()]
+  trained = [(BACKGROUND, background, cfg.background, "")]
   if cfg.study.joint:
-    trained.append((JOINT, cfg.joint, start))
-  for name, section, init_from in trained:
-    stage_dir = os.path.join(workdir, name)
+    trained.append((JOINT, os.path.join(workdir, JOINT), cfg.joint, start))
+  for recipe in recipes.names(cfg):
+    trained += [(recipes.stage_name(recipe, expert_name(s)),
+                 os.path.join(recipes.root(workdir, recipe), expert_name(s)),
+                 recipes.expert_section(cfg, s, recipe), start) for s in cfg.experts]
+  for name, stage_dir, section, init_from in trained:
     stage_cfg = lm_config(cfg, section, workdir, init_from)
     out.append(Stage(name, stage_dir, stage_cfg, _exported(stage_cfg, stage_dir),
                      lambda c=stage_cfg, w=stage_dir: lm_experiment.train(c, w),
                      data_files + ((init_from,) if init_from else ())))
-  out.append(_drift_stage(cfg, workdir, start, data_files))
+  for recipe in recipes.names(cfg):
+    out.append(_drift_stage(cfg, workdir, recipe, start, data_files))
+    out += _score_stages(cfg, workdir, recipe, data_files)
+  return out
+
+
+def _score_stages(cfg: ml_collections.ConfigDict, workdir: str, recipe: str,
+                  data_files: tuple[str, ...]) -> list[Stage]:
+  """Per split and experts' seed, the score of the recipe's systems and its diagnostics."""
+  out = []
   for split, seed in ((split, seed) for split in cfg.study.splits
                       for seed in range(cfg.study.seeds)):
-    split_dir, stage_dir = score_dir(workdir, split), score_dir(workdir, split, seed)
-    stage_cfg = score_config(cfg, workdir, split, seed)
+    split_dir = score_dir(workdir, split, 0, recipe)
+    stage_dir = score_dir(workdir, split, seed, recipe)
+    stage_cfg = score_config(cfg, workdir, split, seed, recipe)
     summary = os.path.join(stage_dir, workdir_lib.SUMMARY_FILE)
-    out.append(Stage(score_name(split, seed), stage_dir, stage_cfg,
+    out.append(Stage(recipes.stage_name(recipe, score_name(split, seed)), stage_dir, stage_cfg,
                      lambda p=summary: os.path.isfile(p),
                      lambda c=stage_cfg, w=stage_dir: runner.run(c, w),
-                     data_files + tuple(model_dirs(cfg, workdir, seed).values())))
+                     data_files + tuple(model_dirs(cfg, workdir, seed, recipe).values())))
     # in the score's workdir, on its config: the pass writes its rows (predictors last) there
     predictors = os.path.join(stage_dir, workdir_lib.PREDICTORS_FILE)
-    out.append(Stage(diagnose_name(split, seed), stage_dir, stage_cfg,
-                     lambda p=predictors: os.path.isfile(p),
+    out.append(Stage(recipes.stage_name(recipe, diagnose_name(split, seed)), stage_dir,
+                     stage_cfg, lambda p=predictors: os.path.isfile(p),
                      lambda c=stage_cfg, w=stage_dir, d=split_dir: _diagnose(c, w, d)))
   return out
 
 
-def _drift_stage(cfg: ml_collections.ConfigDict, workdir: str, background: str,
+def _drift_stage(cfg: ml_collections.ConfigDict, workdir: str, recipe: str, background: str,
                  data_files: tuple[str, ...]) -> Stage:
   """Each scored expert seed's drift from the background's export (llm_study/drift.py)."""
-  experts = {s: lm_config(cfg, t, workdir, background) for s, t in cfg.experts.items()}
-  exports = {s: [lm_experiment.export_dir(os.path.join(workdir, expert_name(s)), seed)
-                 for seed in range(cfg.study.seeds)] for s in cfg.experts}
-  stage_dir = os.path.join(workdir, DRIFT)
+  experts = {s: lm_config(cfg, recipes.expert_section(cfg, s, recipe), workdir, background)
+             for s in cfg.experts}
+  exports = {s: [model_dirs(cfg, workdir, seed, recipe)[s] for seed in range(cfg.study.seeds)]
+             for s in cfg.experts}
+  stage_dir = os.path.join(recipes.root(workdir, recipe), DRIFT)
   stage_cfg = ml_collections.ConfigDict(dict(
       rows=cfg.study.drift_rows, seeds=cfg.study.seeds,
       experts={s: c.to_dict() for s, c in experts.items()}))
@@ -241,7 +265,8 @@ def _drift_stage(cfg: ml_collections.ConfigDict, workdir: str, background: str,
     return drift.run(experts, exports, background, stage_dir, cfg.study.drift_rows)
 
   rows = os.path.join(stage_dir, drift.ROWS_FILE)
-  return Stage(DRIFT, stage_dir, stage_cfg, lambda: os.path.isfile(rows), run_stage,
+  return Stage(recipes.stage_name(recipe, DRIFT), stage_dir, stage_cfg,
+               lambda: os.path.isfile(rows), run_stage,
                data_files + (background, *(e for es in exports.values() for e in es)))
 
 
@@ -297,11 +322,12 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
                                                                 time.gmtime()))])
     print(f"{head}: done in {seconds:.0f} s", flush=True)
   out = []
-  for split in cfg.study.splits:
-    where = score_dir(workdir, split)
+  for recipe, split in ((r, s) for r in recipes.names(cfg) for s in cfg.study.splits):
+    where = score_dir(workdir, split, 0, recipe)
     rows, diagnosed, preds, problems = llm_report.read(where)
-    out += [f"{split} split (per-problem rows: {where}/<benchmark>/<system>.jsonl, seed s > 0's "
-            f"in {where}/seed_<s>/; report: {where}/{workdir_lib.REPORT_FILE})",
+    out += [f"{recipes.stage_name(recipe, split)} split (per-problem rows: {where}/<benchmark>/"
+            f"<system>.jsonl, seed s > 0's in {where}/seed_<s>/; report: "
+            f"{where}/{workdir_lib.REPORT_FILE})",
             llm_report.table(rows, comparisons.cells(problems)),
             "paired comparisons (llm_eval/comparisons.py):",
             llm_report.comparisons_table(comparisons.compare(rows, problems)),

@@ -22,8 +22,10 @@ SOURCES = ("synthetic", "jsonl", "llm_data")  # llm_data: llm_corpus.py
 EXPORT_DIR = "export"  # <workdir>/export/seed_<s>/: config.json, model.safetensors, tokenizer
 
 
-def validate(cfg: ml_collections.ConfigDict) -> None:
-  """Every check before anything compiles or is written; ConfigError naming the field."""
+def validate(cfg: ml_collections.ConfigDict, start_written: bool = True) -> None:
+  """Every check before anything compiles or is written; ConfigError naming the field.
+  start_written=False: init_from names an export a pipeline writes before this run starts (what
+  it holds is checked then, not now)."""
   checks.integer("seed", cfg.seed, low=0)
   checks.integer("num_seeds", cfg.num_seeds, low=1)
   model_lib.validate(cfg.model)
@@ -48,7 +50,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
       loading.read_tokenizer(os.path.dirname(d.tokenizer) or ".", cfg.model.vocab_size)
     except CheckpointError as e:
       raise ConfigError("corpus.tokenizer", str(e)) from e
-  if cfg.init_from:
+  if cfg.init_from and start_written:
     found = _config_of(cfg.init_from)
     if found != model_lib.gemma_config(cfg.model):
       raise ConfigError("init_from", f"{cfg.init_from!r} holds a model {found}, the model "
