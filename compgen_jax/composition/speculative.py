@@ -7,6 +7,8 @@ n + 1 positions. The longest prefix of drafts equal to those argmaxes is accepte
 composed argmax after it (a correction, or a bonus token when all n were accepted) is emitted
 too: 1 to n + 1 tokens per round, each the token plain composed greedy decoding would choose.
 Where the experts agree with the background (a factorized region), drafts are accepted.
+Rounds leave padding slots in the caches, so every model's positions must count tokens
+(`Model.positions_count`; `check_positions`).
 
 Caches are pure values, so a round starts again from the caches before it: every model appends
 the emitted tokens as one block of n + 1 slots, the slots past a row's emitted tokens marked
@@ -30,7 +32,7 @@ from compgen_jax.composition import generate as gen_lib
 from compgen_jax.composition import rules, stacked
 from compgen_jax.composition.spec import PAPER, Spec
 from compgen_jax.lm.model import Model, prefill
-from compgen_jax.types import Array, PyTree
+from compgen_jax.types import Array, ConfigError, PyTree
 
 
 class Speculated(NamedTuple):
@@ -59,6 +61,7 @@ def generate_speculative(models: Sequence[Model], params: Sequence[PyTree], prom
                      1.0, None, spec.authors, prefill_chunk)
   if draft_len < 1:
     raise ValueError(f"draft_len must be >= 1, got {draft_len}")
+  check_positions(models)
   if lam_K is None and not spec.authors:
     lam_K = jnp.ones((len(models) - 1,), jnp.float32)
   return _speculate(tuple(params), prompts, valids, jnp.asarray(budget_B),
@@ -66,6 +69,20 @@ def generate_speculative(models: Sequence[Model], params: Sequence[PyTree], prom
                     jnp.asarray(kl_threshold, jnp.float32), models=tuple(models),
                     num_new=num_new, draft=draft_len, spec=spec, stops=stops,
                     stop_at_eos=stop_at_eos, chunk=prefill_chunk, stack_models=stack_models)
+
+
+def check_positions(models: Sequence[Model]) -> None:
+  """ConfigError unless every model's positions count tokens: a round leaves padding slots
+  after its rejected drafts, which would shift the positions of a model that counts slots
+  (its tokens would silently differ from plain decoding's from the first rejected draft)."""
+  for i, m in enumerate(models):
+    if m.positions_count != "tokens":
+      role = "the background" if i == 0 else f"expert {i}"
+      raise ConfigError("draft_len", f"speculative decoding needs models whose positions count "
+                        f"tokens, but model {i} ({role}) has positions_count="
+                        f"{m.positions_count!r} (its positions number cache slots, padding "
+                        "included, e.g. the letter transformer with rotary or learned "
+                        "positions): decode it with draft_len=0")
 
 
 def _log_softmax(logits):
