@@ -6,6 +6,8 @@ against the physical limit and the authors' Hugging Face loop.
   python benchmarks/compose_llm_speed.py --hf --min_prompt_len=32   # + HF loop (make venv-hf)
   python benchmarks/compose_llm_speed.py --size=2b --dtype=bfloat16 --batch=8   # accelerator
   python benchmarks/compose_llm_speed.py --draft_len=4 --agreement=1,0.99,0.9,0
+  python benchmarks/compose_llm_speed.py --draft_len=4 --checkpoints=B,E1,E2 \
+      --prompts=P.jsonl --out=speculative.jsonl   # trained experts on their prompts
   python benchmarks/compose_llm_speed.py --stack_models=2,3,5 --repeats=5   # vmapped models
 
 Composition is the authors' operator (sum_i log p_i - clamp(log p_b)) throughout. Each of the
@@ -24,7 +26,12 @@ attention mask); its tokens are checked equal to ours.
 
 With --draft_len, composed greedy decoding is also timed speculatively (background as the draft,
 `composition/speculative.py`) with experts interpolated between the background (agreement 1:
-the experts equal it, every draft accepted) and independent random models (agreement 0).
+the experts equal it, every draft accepted) and independent random models (agreement 0), or
+(--checkpoints, --prompts) with local Gemma-2 checkpoints (trained experts) on the first
+--batch prompts of a jsonl file of {"prompt": text} records; --temperature > 0 times
+speculative sampling against plain composed sampling instead (the draws differ). --out appends
+a jsonl row per setting: every call's seconds, the drafts drafted and accepted per prompt and
+the call's acceptance fraction.
 
 With --stack_models, composed greedy decoding of k models (one architecture) is timed per
 model (one forward each) and stacked (one vmapped forward over stacked params,
@@ -46,8 +53,10 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
+from compgen_jax import metric_writer
 from compgen_jax.composition import generate, speculative
 from compgen_jax.composition.spec import PAPER
+from compgen_jax.llm_eval import decoding
 from compgen_jax.lm import gemma2, hf_export
 
 AUTHORS = PAPER._replace(operator="authors")
@@ -73,6 +82,15 @@ _DRAFT = flags.DEFINE_integer("draft_len", 0, "speculative rounds draft this man
                               "(0: not timed)")
 _AGREEMENT = flags.DEFINE_list("agreement", ["1", "0.9", "0"], "experts = a * background + "
                                "(1 - a) * an independent init, for each a (with --draft_len)")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "speculative rows: 0 greedy (the tokens "
+                                  "checked equal), > 0 sampling at this temperature")
+_CHECKPOINTS = flags.DEFINE_list("checkpoints", [], "local Gemma-2 directories, background "
+                                 "first: the speculative rows on these (with --draft_len, "
+                                 "--prompts) instead of random models; nothing else is timed")
+_PROMPTS_FILE = flags.DEFINE_string("prompts", "", "with --checkpoints: a jsonl file of "
+                                    "{\"prompt\": text}; the first --batch are decoded")
+_OUT = flags.DEFINE_string("out", "", "appends a jsonl row per speculative setting (seconds "
+                           "per call, drafts drafted and accepted per prompt, acceptance)")
 _STACK = flags.DEFINE_list("stack_models", [], "numbers of models k (background + k - 1 "
                            "experts) to time per-model vs stacked, e.g. 2,3,5 (empty: not timed)")
 _HF = flags.DEFINE_bool("hf", False, "also time the authors' Hugging Face PyTorch loop on the "
@@ -141,6 +159,9 @@ def main(argv):
     raise app.UsageError(f"--min_prompt_len must be in [0, {_PROMPT.value}]")
   if not all(t.isdigit() for t in _HF_THREADS.value):
     raise app.UsageError(f"--hf_threads must be counts >= 0, got {_HF_THREADS.value}")
+  if _CHECKPOINTS.value:
+    _on_checkpoints()
+    return
   hf_loop = _hf_loop() if _HF.value else None
   c = _config(_SIZE.value, _LAYERS.value)
   dtype = jnp.dtype(_DTYPE.value)
@@ -157,7 +178,12 @@ def main(argv):
   for one_at_a_time in ((True, False) if hf else (False,)):
     _limit(model, params, prompts, valid, new, one_at_a_time, hf)
   if _DRAFT.value:
-    _speculative(model, params, prompts, valid, batch, new)
+    mixes = {}
+    for a in map(float, _AGREEMENT.value):
+      mix = lambda e, a=a: jax.tree.map(lambda x, y: (a * x + (1 - a) * y).astype(x.dtype),
+                                        params[0], e)
+      mixes[f"agreement {a:g}"] = ((model,) * 3, (params[0], mix(params[1]), mix(params[2])))
+    _speculative(mixes, prompts, valid, new)
   if _STACK.value:
     _stacking(model, c, dtype, prompts, valid, batch, new)
 
@@ -244,26 +270,57 @@ def _stacking(model, c, dtype, prompts, valid, batch, new):
           f"{'equal' if np.array_equal(per_model, stacked) else 'DIFFER'}")
 
 
-def _speculative(model, params, prompts, valid, batch, new):
-  """Plain vs speculative composed greedy decoding as the experts move away from the
-  background; the tokens are checked equal, the time only printed."""
-  print(f"agreement | plain s | speculative s (n={_DRAFT.value}) | speedup: median [min, max] "
-        "| drafts accepted | rounds / tokens")
-  for a in map(float, _AGREEMENT.value):
-    mix = lambda e, a=a: jax.tree.map(lambda x, y: (a * x + (1 - a) * y).astype(x.dtype),
-                                      params[0], e)
-    ps = (params[0], mix(params[1]), mix(params[2]))
-    kw = dict(stop_at_eos=False, prefill_chunk=_CHUNK.value, spec=AUTHORS)
-    plain = lambda ps=ps, kw=kw: generate.generate((model,) * 3, ps, prompts, valid,
-                                                   np.full(batch, new), **kw)
-    fast = lambda ps=ps, kw=kw: speculative.generate_speculative(
-        (model,) * 3, ps, prompts, valid, np.full(batch, new), draft_len=_DRAFT.value, **kw)
+def _on_checkpoints():
+  """The speculative rows on local checkpoints and the first --batch prompts of --prompts."""
+  if not _DRAFT.value or not _PROMPTS_FILE.value or _HF.value or _STACK.value:
+    raise app.UsageError("--checkpoints times speculative decoding only: give --draft_len and "
+                         "--prompts, not --hf or --stack_models")
+  models, params = zip(*[gemma2.load(d, dtype=jnp.dtype(_DTYPE.value))
+                          for d in _CHECKPOINTS.value], strict=True)
+  model = models[0]
+  sp = gemma2.load_tokenizer(_CHECKPOINTS.value[0], model)
+  records = (metric_writer.read_rows(_PROMPTS_FILE.value)[:_BATCH.value]
+             if os.path.isfile(_PROMPTS_FILE.value) else [])
+  if not records or any("prompt" not in r for r in records):
+    raise app.UsageError(f"--prompts={_PROMPTS_FILE.value!r}: need a jsonl file of records "
+                         "with a 'prompt' field")
+  seqs = [decoding.encode(sp, model.bos_id, r["prompt"]) for r in records]
+  prompts, valid = decoding.left_pad(seqs, model.pad_id, 1, len(seqs))
+  print(f"checkpoints={_CHECKPOINTS.value} dtype={_DTYPE.value} batch={len(seqs)} "
+        f"prompt<={prompts.shape[1]} new={_NEW.value} device={jax.devices()[0].platform}")
+  _speculative({"checkpoints": (models, params)}, prompts, valid, _NEW.value)
+
+
+def _speculative(settings: dict, prompts, valid, new) -> list[dict]:
+  """Plain vs speculative composed decoding of each setting's (models, params) (greedy, or
+  sampling at --temperature), alternating; greedy tokens are checked equal, the time only
+  printed. Rows (also appended to --out): seconds per call, drafts drafted and accepted per
+  prompt, the call's acceptance fraction."""
+  batch, temperature, rows = prompts.shape[0], _TEMPERATURE.value, []
+  print(f"setting | plain s | speculative s (n={_DRAFT.value}, temperature={temperature:g}) | "
+        "speedup: median [min, max] | drafts accepted | rounds / tokens")
+  kw = dict(stop_at_eos=False, prefill_chunk=_CHUNK.value, spec=AUTHORS,
+            greedy=not temperature, temperature=temperature or 1.0,
+            key=jax.random.key(0) if temperature else None)
+  for label, (ms, ps) in settings.items():
+    plain = lambda ms=ms, ps=ps: generate.generate(ms, ps, prompts, valid, np.full(batch, new),
+                                                   **kw)
+    fast = lambda ms=ms, ps=ps: speculative.generate_speculative(
+        ms, ps, prompts, valid, np.full(batch, new), draft_len=_DRAFT.value, **kw)
     (p, f), sec_FxR = _alternate([plain, fast])
-    same = np.array_equal(p.tokens_BxN, f.gen.tokens_BxN)
-    print(f"{a:g} | {np.median(sec_FxR[0]):.3f} | {np.median(sec_FxR[1]):.3f} | "
-          f"{_spread(sec_FxR[0] / sec_FxR[1])} | "
-          f"{int(f.accepted_B.sum()) / max(int(f.drafted_B.sum()), 1):.2f} | "
-          f"{int(f.num_rounds)} / {new}{'' if same else ' (TOKENS DIFFER)'}")
+    same = np.array_equal(p.tokens_BxN, f.gen.tokens_BxN) if not temperature else None
+    rows.append(dict(setting=label, draft_len=_DRAFT.value, temperature=temperature,
+                     batch=batch, new_tokens=new, device=jax.devices()[0].device_kind,
+                     plain_s=sec_FxR[0], speculative_s=sec_FxR[1],
+                     drafted_B=np.asarray(f.drafted_B), accepted_B=np.asarray(f.accepted_B),
+                     acceptance=float(f.acceptance), rounds=int(f.num_rounds), same_tokens=same))
+    print(f"{label} | {np.median(sec_FxR[0]):.3f} | {np.median(sec_FxR[1]):.3f} | "
+          f"{_spread(sec_FxR[0] / sec_FxR[1])} | {float(f.acceptance):.2f} | "
+          f"{int(f.num_rounds)} / {new}{' (TOKENS DIFFER)' if same is False else ''}")
+  if _OUT.value:
+    metric_writer.append_rows(_OUT.value, rows)
+  return rows
+
 
 if __name__ == "__main__":
   app.run(main)

@@ -89,7 +89,8 @@ def base() -> ml_collections.ConfigDict:
       max_new_tokens=512, batch_size=8, prefill_chunk=512, pad_to=128, greedy=True,
       temperature=1.0, **spec.truncation_fields(),  # top_k 0 / top_p 1 / min_p 0: off
       # > 0: compositions decode speculatively, the background drafting this many tokens a
-      # round (composition/speculative.py; greedy only; the same tokens and diagnostics)
+      # round (composition/speculative.py; greedy: the same tokens and diagnostics; sampling:
+      # samples of the same distribution, not the same draws); rows record drafted, accepted
       draft_len=0,
       # True: models of one architecture (same config) decode as one vmapped forward over
       # stacked params (composition/stacked.py; the same tokens; docs/composition.md says

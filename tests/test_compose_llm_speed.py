@@ -1,8 +1,9 @@
 """benchmarks/compose_llm_speed.py end to end at toy sizes (the times are never checked): the
 physical limit is the sum of the single-model decodes; --hf without torch is one line naming
-the make target."""
+the make target; speculative rows on checkpoints record each call's acceptance."""
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -10,6 +11,7 @@ import sys
 
 import pytest
 
+from compgen_jax import metric_writer
 from tests.helpers import REPO
 
 
@@ -47,3 +49,22 @@ def test_hf_without_torch_is_one_line_naming_the_make_target():
   assert out.returncode == 2
   assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr
   assert "make venv-hf" in out.stderr and "torch" in out.stderr
+
+
+def test_speculative_rows_on_checkpoints_record_each_calls_acceptance(tiny_models, tmp_path):
+  """--checkpoints / --prompts / --out: one row, the first --batch prompts' drafts drafted and
+  accepted, the call's acceptance their ratio, the greedy tokens equal to plain decoding's."""
+  _, paths, _ = tiny_models
+  prompts, out = tmp_path / "prompts.jsonl", tmp_path / "rows.jsonl"
+  prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in
+                             ["Question: what is 2 + 3?\nAnswer:", "def add(a, b):", "unused"]))
+  run = _bench("--checkpoints=" + ",".join(paths[n] for n in ("base", "math", "coding")),
+               f"--prompts={prompts}", "--batch=2", "--new_tokens=6", "--draft_len=2",
+               "--repeats=1", f"--out={out}")
+  assert run.returncode == 0, run.stderr[-3000:]
+  (row,) = metric_writer.read_rows(str(out))
+  assert (row["setting"], row["batch"], row["same_tokens"]) == ("checkpoints", 2, True)
+  assert len(row["drafted_B"]) == 2 and len(row["plain_s"]) == len(row["speculative_s"]) == 1
+  assert row["acceptance"] == sum(row["accepted_B"]) / sum(row["drafted_B"])
+  assert all(d % 2 == 0 and 0 <= a <= d for a, d in zip(row["accepted_B"], row["drafted_B"],
+                                                        strict=True))

@@ -72,7 +72,8 @@ def _eos_after_model() -> lm_model.Model:
     del max_len
     return {"index": jnp.zeros((), jnp.int32), "first": jnp.zeros((batch,), jnp.int32)}
 
-  return lm_model.Model(apply=apply, init_cache=init_cache, vocab_size=V, **IDS)
+  return lm_model.Model(apply=apply, init_cache=init_cache, vocab_size=V, **IDS,
+                        positions_count="slots")
 
 
 def test_decoding_stops_per_sequence_at_eos():
@@ -113,7 +114,8 @@ def _fixed_model(logits_V) -> lm_model.Model:
     del params, valid_BxL
     return jnp.broadcast_to(logits_V, tokens_BxL.shape + logits_V.shape), cache
 
-  return lm_model.Model(apply=apply, init_cache=lambda b, t: (), vocab_size=V, **IDS)
+  return lm_model.Model(apply=apply, init_cache=lambda b, t: (), vocab_size=V, **IDS,
+                        positions_count="tokens")
 
 
 def test_models_with_minus_inf_logits_decode_to_finite_log_z():

@@ -1,14 +1,17 @@
 """Speculative composed greedy decoding with the background as the draft: the same tokens as
-plain composed greedy decoding, token for token; drafts accepted where experts agree."""
+plain composed greedy decoding, token for token; drafts accepted where experts agree; models
+whose positions count cache slots refused."""
 
 import jax
+import ml_collections
 import numpy as np
 import pytest
 
 from compgen_jax.composition import generate as gen_lib
 from compgen_jax.composition import speculative
 from compgen_jax.composition.spec import Spec
-from compgen_jax.lm import gemma2
+from compgen_jax.lm import gemma2, transformer
+from compgen_jax.types import ConfigError
 from tests import helpers
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -79,3 +82,41 @@ def test_drafts_are_accepted_where_experts_equal_the_background(params):
                                            draft_len=3, stop_at_eos=False)
   assert np.all(other.accepted_B < other.drafted_B)  # different experts reject drafts
   assert int(other.num_rounds) > N // 4
+
+
+def _letter_lm(positions: str):
+  cfg = ml_collections.ConfigDict(dict(width=16, num_layers=2, num_heads=2, mlp_ratio=2,
+                                       positions=positions, max_len=128, tie_head=False))
+  model = transformer.make_lm(cfg, 12, bos_id=2, eos_id=1, pad_id=0)
+  keys = jax.random.split(jax.random.key(0), 3)
+  return model, tuple(jax.tree.map(lambda x: 3.0 * x, model.init(k)) for k in keys)
+
+
+@pytest.mark.parametrize("positions", ["rotary", "learned"])
+def test_models_whose_positions_count_slots_are_refused(positions):
+  slots, slot_params = _letter_lm(positions)
+  free, free_params = _letter_lm("none")
+  assert (slots.positions_count, free.positions_count) == ("slots", "tokens")
+  prompts, valid = np.array([[2, 5, 7, 9]], np.int32), np.ones((1, 4), bool)
+  with pytest.raises(ConfigError, match=r"model 2 \(expert 2\) has positions_count='slots'"):
+    speculative.generate_speculative((free, free, slots), (*free_params[:2], slot_params[2]),
+                                     prompts, valid, [8])
+
+
+@pytest.mark.parametrize("positions", ["rotary", "none"])
+def test_slot_positions_diverge_from_plain_decoding_and_no_positions_do_not(positions):
+  """Why slot-counting models are refused: a round's padding slots after a rejected draft
+  shift their positions, so (declared as counting tokens) their tokens differ from plain
+  greedy decoding's; the same transformer without positions decodes exactly."""
+  model, params = _letter_lm(positions)
+  model = model._replace(positions_count="tokens")  # what a wrong declaration would let through
+  prompts = np.array([[2, 5, 7, 9], [2, 4, 4, 6]], np.int32)
+  kw = dict(stop_at_eos=False, max_new_tokens=N)
+  plain = gen_lib.generate((model,) * 3, params, prompts, np.ones(prompts.shape, bool),
+                           np.full(2, N), **kw)
+  fast = speculative.generate_speculative((model,) * 3, params, prompts,
+                                          np.ones(prompts.shape, bool), np.full(2, N),
+                                          draft_len=3, **kw)
+  assert np.all(fast.accepted_B < fast.drafted_B)  # drafts rejected: padding slots left
+  same = np.array_equal(fast.gen.tokens_BxN, plain.tokens_BxN)
+  assert same == (positions == "none")

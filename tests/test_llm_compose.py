@@ -196,7 +196,8 @@ def _oracle(vocab_size: int, eos_id: int, scripts: dict) -> gemma2.Model:
     return logits_LxBxV.swapaxes(0, 1), {"h": h_B}
 
   return gemma2.Model(apply=apply, init_cache=lambda b, n: {"h": jnp.zeros((b,), jnp.uint32)},
-                      vocab_size=vocab_size, bos_id=2, eos_id=eos_id, pad_id=0)
+                      vocab_size=vocab_size, bos_id=2, eos_id=eos_id, pad_id=0,
+                      positions_count="tokens")  # a hash of the valid tokens
 
 
 @pytest.mark.parametrize("bench_name, answer", [

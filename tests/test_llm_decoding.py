@@ -107,4 +107,11 @@ def test_speculative_decoding_gives_the_same_rows(tiny_models):
     assert (p["raw"], p["num_tokens"], p["finish"], p["active_K"]) == (
         f["raw"], f["num_tokens"], f["finish"], f["active_K"])
     np.testing.assert_allclose(f["sum_abs_log_z"], p["sum_abs_log_z"], rtol=1e-4)
+    # every round drafts 3 and emits the accepted ones and one more, within the row's tokens
+    assert "drafted" not in p and f["drafted"] % 3 == 0
+    assert f["accepted"] <= min(f["drafted"], f["num_tokens"] - f["drafted"] // 3 + 1)
   assert sum(r["num_tokens"] for r in plain) > 3
+  with cfg.unlocked():  # sampling decodes speculatively too
+    cfg.generate.update(greedy=False, temperature=0.7)
+  sampled = _complete(cfg, loaded, members, PROMPTS, 3)
+  assert all(r["num_tokens"] >= 1 and 0 <= r["accepted"] <= r["drafted"] for r in sampled)

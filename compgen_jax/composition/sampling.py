@@ -33,11 +33,17 @@ def truncate(logits_xV: Array, trunc: Truncation) -> Array:
   return logits_xV
 
 
+def sampled_logits(logp_xV: Array, temperature: float | Array = 1.0,
+                   trunc: Truncation = NO_TRUNCATION) -> Array:
+  """The unnormalised log-probs `pick` samples from: at the temperature, then truncated."""
+  return truncate(logp_xV / temperature, trunc)
+
+
 def pick(logp_BxV: Array, keys_B: Array | None, t: Array, greedy: bool,
          temperature: float | Array = 1.0, trunc: Truncation = NO_TRUNCATION) -> Array:
   """Next tokens [B] (int32): the argmax, or row b drawn with fold_in(keys_B[b], t)."""
   if greedy:
     return jnp.argmax(logp_BxV, axis=-1).astype(jnp.int32)
-  logits_BxV = truncate(logp_BxV / temperature, trunc)
+  logits_BxV = sampled_logits(logp_BxV, temperature, trunc)
   step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys_B, t)
   return jax.vmap(jax.random.categorical)(step_keys, logits_BxV).astype(jnp.int32)

@@ -1,12 +1,20 @@
-"""Exact greedy composed decoding with the background as the draft model.
+"""Composed decoding with the background as the draft model: exact greedy outputs, or samples
+from plain composed sampling's distribution.
 
-Each round the background drafts n tokens greedily on its own (n one-token steps); every expert
-then scores all n in one forward over its cache, which gives each model's distribution after
-every drafted prefix; `rules.step` composes them and the composed argmax is taken at each of the
-n + 1 positions. The longest prefix of drafts equal to those argmaxes is accepted, and the
-composed argmax after it (a correction, or a bonus token when all n were accepted) is emitted
-too: 1 to n + 1 tokens per round, each the token plain composed greedy decoding would choose.
-Where the experts agree with the background (a factorized region), drafts are accepted.
+Each round the background drafts n tokens on its own (n one-token steps); every expert then
+scores all n in one forward over its cache, which gives each model's distribution after every
+drafted prefix, and `rules.step` composes them at each of the n + 1 positions. Greedy: the
+longest prefix of drafts equal to the composed argmaxes is accepted, and the composed argmax
+after it (a correction, or a bonus token when all n were accepted) is emitted too: 1 to n + 1
+tokens per round, each the token plain composed greedy decoding would choose. Sampling: the
+background samples its drafts from q (its log-probs under the temperature and truncation), the
+target p is the composition under the same (as `sampling.pick` samples it), and draft j is
+accepted with probability min(1, p_j(x_j) / q_j(x_j)); the token after the accepted prefix is
+drawn from norm(max(0, p - q)) (from p after n accepted drafts), so every emitted token is
+distributed as plain composed sampling's (speculative sampling: Leviathan et al. 2023, Chen et
+al. 2023). Where the experts agree with the background (a factorized region), drafts are
+accepted. Rounds leave padding slots in the caches, so every model's positions must count
+tokens (`Model.positions_count`; `check_positions`).
 
 Caches are pure values, so a round starts again from the caches before it: every model appends
 the emitted tokens as one block of n + 1 slots, the slots past a row's emitted tokens marked
@@ -27,61 +35,114 @@ import jax.numpy as jnp
 import numpy as np
 
 from compgen_jax.composition import generate as gen_lib
-from compgen_jax.composition import rules, stacked
-from compgen_jax.composition.spec import PAPER, Spec
+from compgen_jax.composition import rules, sampling, stacked
+from compgen_jax.composition.spec import NO_TRUNCATION, PAPER, Spec, Truncation
 from compgen_jax.lm.model import Model, prefill
-from compgen_jax.types import Array, PyTree
+from compgen_jax.types import Array, ConfigError, PRNGKey, PyTree
 
 
 class Speculated(NamedTuple):
-  gen: gen_lib.Generated  # what generate(..., greedy=True) returns for the same arguments
+  gen: gen_lib.Generated  # greedy: what generate returns for the same arguments; sampling: a
+                          # draw from the distribution of generate's
   num_rounds: Array    # rounds run: one forward per expert each (plain decoding: N steps)
   drafted_B: Array     # drafted tokens scored while the row was running
   accepted_B: Array    # of which accepted
+
+  @property
+  def acceptance(self) -> Array:
+    """The fraction of the call's drafts accepted (every row's together)."""
+    return self.accepted_B.sum() / jnp.maximum(self.drafted_B.sum(), 1)
 
 
 def generate_speculative(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
                          prompt_valid_BxP, max_new_tokens_B, *, draft_len: int = 4,
                          stop_sequences: Sequence[Sequence[int]] = (), stop_at_eos: bool = True,
                          lam_K: Array | None = None, spec: Spec = PAPER,
+                         greedy: bool = True, temperature: float = 1.0,
+                         key: PRNGKey | None = None, trunc: Truncation = NO_TRUNCATION,
                          prefill_chunk: int = 512, kl_threshold: float = 0.1,
                          max_new_tokens: int | None = None,
                          stack_models: bool = False) -> Speculated:
-  """Greedy composition of models[0] (background, the draft) with models[1:]: what
-  `generate.generate(..., greedy=True)` returns for the same arguments (prompts: one batch,
-  or one per model). `stack_models`: experts of one architecture score and append as one
-  vmapped forward (`stacked.plan`). Called on the host."""
+  """Composition of models[0] (background, the draft) with models[1:]: greedy, what
+  `generate.generate` returns for the same arguments (prompts: one batch, or one per model);
+  sampling (greedy=False, key, temperature, trunc as there), a draw from the distribution
+  generate samples from (row b from its own key, as there). `stack_models`: experts of one
+  architecture score and append as one vmapped forward (`stacked.plan`). Called on the host."""
   budget_B = np.asarray(max_new_tokens_B, np.int32)
   stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
   num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
   prompts, valids = gen_lib.per_model(prompts_BxP, prompt_valid_BxP, len(models))
-  gen_lib.check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, True,
-                     1.0, None, spec.authors, prefill_chunk)
+  gen_lib.check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
+                     temperature, key, spec.authors, prefill_chunk)
   if draft_len < 1:
     raise ValueError(f"draft_len must be >= 1, got {draft_len}")
+  check_positions(models)
   if lam_K is None and not spec.authors:
     lam_K = jnp.ones((len(models) - 1,), jnp.float32)
+  keys_B = None if greedy else sampling.row_keys(key, len(budget_B))
   return _speculate(tuple(params), prompts, valids, jnp.asarray(budget_B),
                     None if lam_K is None else jnp.asarray(lam_K, jnp.float32),
-                    jnp.asarray(kl_threshold, jnp.float32), models=tuple(models),
+                    jnp.asarray(kl_threshold, jnp.float32), keys_B,
+                    jnp.asarray(temperature, jnp.float32), models=tuple(models),
                     num_new=num_new, draft=draft_len, spec=spec, stops=stops,
-                    stop_at_eos=stop_at_eos, chunk=prefill_chunk, stack_models=stack_models)
+                    stop_at_eos=stop_at_eos, chunk=prefill_chunk, stack_models=stack_models,
+                    trunc=trunc)
+
+
+def check_positions(models: Sequence[Model]) -> None:
+  """ConfigError unless every model's positions count tokens: a round leaves padding slots
+  after its rejected drafts, which would shift the positions of a model that counts slots
+  (its tokens would silently differ from plain decoding's from the first rejected draft)."""
+  for i, m in enumerate(models):
+    if m.positions_count != "tokens":
+      role = "the background" if i == 0 else f"expert {i}"
+      raise ConfigError("draft_len", f"speculative decoding needs models whose positions count "
+                        f"tokens, but model {i} ({role}) has positions_count="
+                        f"{m.positions_count!r} (its positions number cache slots, padding "
+                        "included, e.g. the letter transformer with rotary or learned "
+                        "positions): decode it with draft_len=0")
 
 
 def _log_softmax(logits):
   return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
 
-def _draft(model, params, cache, logp_BxV, n):
-  """The background's n greedy tokens [B, n] and its distributions after each [B, n, V]."""
-  def body(carry, _):
+def _draft(model, params, cache, logp_BxV, n, pick):
+  """The background's n drafts [B, n] (`pick(logp_BxV, j)`: draft j) and its distributions
+  after each [B, n, V]."""
+  def body(carry, j):
     cache, logp_BxV = carry
-    tok_B = jnp.argmax(logp_BxV, axis=-1).astype(jnp.int32)
+    tok_B = pick(logp_BxV, j)
     logits, cache = model.apply(params, tok_B[:, None], cache, jnp.ones((tok_B.shape[0], 1), bool))
     logp_BxV = _log_softmax(logits[:, 0])
     return (cache, logp_BxV), (tok_B, logp_BxV)
-  _, (tok_nxB, logp_nxBxV) = jax.lax.scan(body, (cache, logp_BxV), None, length=n)
+  _, (tok_nxB, logp_nxBxV) = jax.lax.scan(body, (cache, logp_BxV), jnp.arange(n))
   return tok_nxB.T, jnp.swapaxes(logp_nxBxV, 0, 1)
+
+
+def accept_sampled(key_B: Array, drafts_Bxn: Array, draft_logits_BxnxV: Array,
+                   target_logits_Bxn1xV: Array) -> tuple[Array, Array]:
+  """Speculative sampling's rule: draft x_j (drawn from q_j = softmax(draft_logits_j)) is
+  accepted with probability min(1, p_j(x_j) / q_j(x_j)), p_j = softmax(target_logits_j),
+  while every draft before it was; after the a accepted drafts the next token is drawn from
+  norm(max(0, p_a - q_a)) (p_n when a = n; p_a should the residual vanish in rounding).
+  Returns (a [B], choices [B, n1]: the drafts before a, the new token at a)."""
+  n = drafts_Bxn.shape[1]
+  p_Bxn1xV = jax.nn.softmax(target_logits_Bxn1xV, axis=-1)
+  q_Bxn1xV = jnp.pad(jax.nn.softmax(draft_logits_BxnxV, axis=-1), ((0, 0), (0, 1), (0, 0)))
+  keys_Bx2 = jax.vmap(jax.random.split)(key_B)
+  u_Bxn = jax.vmap(lambda k: jax.random.uniform(k, (n,)))(keys_Bx2[:, 0])
+  at = lambda x_BxnxV: jnp.take_along_axis(x_BxnxV, drafts_Bxn[..., None], axis=-1)[..., 0]
+  ok_Bxn = u_Bxn * at(q_Bxn1xV[:, :n]) < at(p_Bxn1xV[:, :n])
+  accepted_B = jnp.sum(jnp.cumprod(ok_Bxn, axis=1), axis=1)
+  residual_Bxn1xV = jnp.maximum(p_Bxn1xV - q_Bxn1xV, 0.0)
+  empty_Bxn1x1 = residual_Bxn1xV.sum(axis=-1, keepdims=True) <= 0
+  logits_Bxn1xV = jnp.where(empty_Bxn1x1, target_logits_Bxn1xV, jnp.log(residual_Bxn1xV))
+  new_Bxn1 = jax.vmap(jax.random.categorical)(keys_Bx2[:, 1], logits_Bxn1xV)
+  steps_n1 = jnp.arange(n + 1)
+  drafts_Bxn1 = jnp.pad(drafts_Bxn, ((0, 0), (0, 1)))
+  return accepted_B, jnp.where(steps_n1[None] < accepted_B[:, None], drafts_Bxn1,
+                               new_Bxn1).astype(jnp.int32)
 
 
 def _cut(choice_Bxn1, emit_Bxn1, c, budget_B, eos_id, stops, stop_at_eos):
@@ -111,12 +172,12 @@ def _scatter(buf_BxNx_, x_Bxn1x_, where_Bxn1):
 
 
 @functools.partial(jax.jit, static_argnames=("models", "num_new", "draft", "spec", "stops",
-                                             "stop_at_eos", "chunk", "stack_models"))
-def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, *, models, num_new,
-               draft, spec, stops, stop_at_eos, chunk, stack_models):
+                                             "stop_at_eos", "chunk", "stack_models", "trunc"))
+def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, keys_B, temperature, *,
+               models, num_new, draft, spec, stops, stop_at_eos, chunk, stack_models, trunc):
   batch = prompts[0].shape[0]
   eos_id, pad_id = models[0].eos_id, models[0].pad_id
-  num_models = len(models)
+  num_models, greedy = len(models), keys_B is None
   room = num_new * (draft + 1) + draft
   outs = [prefill(m, p, x_BxP, v_BxP, m.init_cache(batch, x_BxP.shape[1] + room), chunk)
           for m, p, x_BxP, v_BxP in zip(models, params, prompts, valids, strict=True)]
@@ -143,15 +204,28 @@ def _speculate(params, prompts, valids, budget_B, lam_K, kl_threshold, *, models
   def body(c):
     (cache_b, caches_e), logp_MxBxV = c["caches"], c["logp"]
     running_B = c["reason"] == gen_lib.RUNNING
-    drafts_Bxn, logp_b_BxnxV = _draft(models[0], params[0], cache_b, logp_MxBxV[0], draft)
+    if greedy:
+      pick = lambda logp_BxV, j: sampling.pick(logp_BxV, None, j, True)
+    else:  # row b's round keys: fold_in(keys_B[b], round), one for the drafts, one to accept
+      keys_Bx2 = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, c["rounds"])))(keys_B)
+      pick = lambda logp_BxV, j: sampling.pick(logp_BxV, keys_Bx2[:, 0], j, False,
+                                               temperature, trunc)
+    drafts_Bxn, logp_b_BxnxV = _draft(models[0], params[0], cache_b, logp_MxBxV[0], draft,
+                                      pick)
     scored, _ = stacked.apply(groups, experts, expert_params, drafts_Bxn, caches_e,
                               jnp.ones(drafts_Bxn.shape, bool))
     after = [logp_b_BxnxV] + [_log_softmax(logits) for logits in scored]
     # each model's distribution before every draft and after the last: [M, B, n1, V]
     logp_MxBxn1xV = jnp.concatenate([logp_MxBxV[:, :, None], jnp.stack(after)], axis=2)
     composed_Bxn1xV, log_z_Bxn1 = rules.step(logp_MxBxn1xV, lam_K, spec, eos_id)
-    choice_Bxn1 = jnp.argmax(composed_Bxn1xV, axis=-1).astype(jnp.int32)
-    accepted_B = jnp.sum(jnp.cumprod(choice_Bxn1[:, :draft] == drafts_Bxn, axis=1), axis=1)
+    if greedy:
+      choice_Bxn1 = jnp.argmax(composed_Bxn1xV, axis=-1).astype(jnp.int32)
+      accepted_B = jnp.sum(jnp.cumprod(choice_Bxn1[:, :draft] == drafts_Bxn, axis=1), axis=1)
+    else:
+      accepted_B, choice_Bxn1 = accept_sampled(
+          keys_Bx2[:, 1], drafts_Bxn,
+          sampling.sampled_logits(logp_MxBxn1xV[0, :, :draft], temperature, trunc),
+          sampling.sampled_logits(composed_Bxn1xV, temperature, trunc))
     emit_Bxn1, tail_BxS, reason_B = _cut(choice_Bxn1, steps_n1[None] <= accepted_B[:, None],
                                          c, budget_B, eos_id, stops, stop_at_eos)
     count_B = emit_Bxn1.sum(axis=1)

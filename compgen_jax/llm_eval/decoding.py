@@ -1,5 +1,6 @@
 """Prompts in, completions out: tokenizing, batching with left padding, composed generation
-(`composition.generate`) and per-completion diagnostics.
+(`composition.generate`, or `composition.speculative` with generate.draft_len > 0) and
+per-completion diagnostics.
 
 Prompts are sorted by length and batched; each batch is left-padded to a multiple of `pad_to`
 tokens and filled to `batch_size` rows (fillers have budget 0), so a whole benchmark compiles a
@@ -98,17 +99,22 @@ def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,
               kl_threshold=compose.kl_threshold, max_new_tokens=gen.max_new_tokens,
               spec=step_spec, stack_models=bool(gen.get("stack_models", False)))
     prompts_M = (tuple(t for t, _ in padded), tuple(v for _, v in padded))
-    if composed and gen.get("draft_len", 0):  # greedy (runner.validate): the same outputs
-      out = speculative.generate_speculative(models, params, *prompts_M, budget,
-                                             draft_len=gen.draft_len, **kw).gen
+    kw.update(temperature=gen.temperature, greedy=gen.greedy, key=keys,
+              trunc=spec_lib.truncation(gen))
+    drafts = None
+    if composed and gen.get("draft_len", 0):  # the same outputs (greedy) or distribution
+      fast = speculative.generate_speculative(models, params, *prompts_M, budget,
+                                              draft_len=gen.draft_len, **kw)
+      out, drafts = fast.gen, (fast.drafted_B, fast.accepted_B)
     else:
-      out = generate.generate(models, params, *prompts_M, budget, temperature=gen.temperature,
-                              greedy=gen.greedy, key=keys, trunc=spec_lib.truncation(gen), **kw)
-    yield idx, _rows(jax.device_get(out), sp, model.eos_id, stop_strings, len(idx), composed)
+      out = generate.generate(models, params, *prompts_M, budget, **kw)
+    yield idx, _rows(jax.device_get(out), sp, model.eos_id, stop_strings, len(idx), composed,
+                     jax.device_get(drafts))
 
 
 def _rows(out: generate.Generated, sp, eos_id: int, stop_strings, num: int,
-          composed: bool) -> list[dict]:
+          composed: bool, drafts: tuple | None = None) -> list[dict]:
+  """`drafts`: speculative decoding's (drafted [B], accepted [B]), recorded per row."""
   rows = []
   for r in range(num):
     n = int(out.lengths_B[r])
@@ -128,5 +134,7 @@ def _rows(out: generate.Generated, sp, eos_id: int, stop_strings, num: int,
           active_K=act.sum(axis=0).tolist(),            # tokens where expert k is active
           both_active_KxK=(act.T @ act).tolist(),       # tokens where k and j both are
           sum_p_eos_M=out.p_eos_BxNxM[r, :n].sum(axis=0).tolist())
+    if drafts is not None:
+      row.update(drafted=int(drafts[0][r]), accepted=int(drafts[1][r]))
     rows.append(row)
   return rows

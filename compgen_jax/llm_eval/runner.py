@@ -39,9 +39,6 @@ def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
   spec.validate_sampling(g, "generate")  # greedy decoding reads none of the sampling fields
   checks.integer("generate.draft_len", g.draft_len, low=0)
   checks.boolean("generate.stack_models", g.stack_models)
-  if g.draft_len and not g.greedy:
-    raise ConfigError("generate.draft_len", "speculative decoding is greedy: set "
-                      "generate.greedy=True or draft_len=0")
   checks.choice("dtype", cfg.dtype, ("float32", "bfloat16"))
   resolved = systems.resolve(cfg)
   for name in systems.needed_models(resolved):

@@ -224,6 +224,7 @@ def make_model(c: Gemma2Config, dtype=jnp.float32) -> Model:
 
   return Model(apply=lambda *args: apply(c, *args), init_cache=init_cache,
                vocab_size=c.vocab_size, bos_id=c.bos_id, eos_id=c.eos_id, pad_id=c.pad_id,
+               positions_count="tokens",  # cumsum of the valid mask: padding shifts nothing
                init=lambda key: init_params(c, key, dtype))
 
 

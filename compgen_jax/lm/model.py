@@ -7,6 +7,9 @@ decoding never see what is inside (a letter transformer, a uniform model, later 
 With cache=None, apply is a teacher-forced causal pass over tokens_BxL (and returns None as the
 cache); with a cache it appends the L tokens at the cache's position and returns the new cache.
 valid_BxL marks real tokens: other positions are not attended to as keys (padding).
+`positions_count` says what a token's position counts: "tokens" (the valid tokens before it,
+or no positions at all: padding slots shift nothing) or "slots" (cache slots, padding
+included). Decoding that leaves padding between tokens (speculative decoding) needs "tokens".
 """
 
 from collections.abc import Callable
@@ -18,6 +21,8 @@ import optax
 
 from compgen_jax.types import Array, PRNGKey, PyTree
 
+POSITIONS_COUNT = ("tokens", "slots")
+
 
 class Model(NamedTuple):
   """An autoregressive model as pure functions; `init` is None for models without params."""
@@ -27,6 +32,7 @@ class Model(NamedTuple):
   bos_id: int
   eos_id: int
   pad_id: int
+  positions_count: str  # POSITIONS_COUNT: what a token's position counts
   init: Callable[[PRNGKey], PyTree] | None = None
 
 
@@ -121,4 +127,5 @@ def uniform_model(like: Model) -> Model:
               + 0.0 * tokens_BxL[..., None].astype(jnp.float32))
     return logits, cache
 
-  return like._replace(apply=apply, init_cache=lambda batch, max_len: (), init=None)
+  return like._replace(apply=apply, init_cache=lambda batch, max_len: (), init=None,
+                       positions_count="tokens")

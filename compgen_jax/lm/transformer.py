@@ -148,5 +148,8 @@ def make_lm(cfg, vocab_size: int, *, bos_id: int, eos_id: int, pad_id: int) -> M
     return {"index": jnp.zeros((), jnp.int32), "valid": jnp.zeros((batch, max_len), bool),
             "layers": tuple((zeros, zeros) for _ in range(cfg.num_layers))}
 
+  # rotary and learned positions number cache slots (index + arange, padding included);
+  # without positions a padding slot changes nothing
   return Model(apply=apply, init_cache=init_cache, vocab_size=vocab_size, bos_id=bos_id,
-               eos_id=eos_id, pad_id=pad_id, init=init)
+               eos_id=eos_id, pad_id=pad_id, init=init,
+               positions_count="tokens" if cfg.positions == "none" else "slots")
