@@ -174,7 +174,7 @@ def test_train_templates_narrow_the_train_and_seen_splits_alone():
       config.TEMPLATES["strings"]) - held_out["strings"]
   assert {t.name for t in build.templates(default, "arith", "train")} == set(
       config.TEMPLATES["arith"]) - held_out["arith"] - set(config.OPT_IN["arith"])
-  cfg.arith.train_templates = config.OPT_IN["arith"]
+  cfg.arith.update(train_templates=config.OPT_IN["arith"], num_train=200)  # each drawn
   assert {r["template"] for r in build.draw(cfg, "arith", "train", set())} == set(
       config.OPT_IN["arith"])
 

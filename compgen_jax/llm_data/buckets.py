@@ -1,16 +1,16 @@
 """Content atoms assigned to splits, so that no validation or test problem shares its content
 with a training problem of any template, nor validation with test, by construction.
 
-An atom is what a problem's text is built from besides its template: the ordered tuple of an
-arith question's numbers ("numbers"; a cross problem's doctest example too), a story's person
+An atom is what a problem's text is built from besides its template: an arith question's
+numbers, sorted (a multiset: "numbers"; a cross problem's doctest example too), a story's person
 name ("person"), a function's argument name ("argument"), a code constant ("constant": an int,
 a letter, a separator) and a strings question's quoted word ("word"). Each atom belongs to one
 bucket, train, validation or test, by a stable hash of (kind, atom) against the config's
 `held_out_content` fractions, and a split draws only atoms of its own bucket (seen: train's).
-The same atom is in the same bucket in every template and skill, so e.g. the numbers (3, 4) of
-a test story are in no training story of any wording. Entry-point names and a story's items
-belong to their template alone (templates are split by name: config.py), so they need no
-bucket.
+The same atom is in the same bucket in every template and skill, so e.g. the numbers 3 and 4
+of a test story are in no training story of any wording, in either order. Entry-point names
+and a story's items belong to their template alone (templates are split by name: config.py),
+so they need no bucket.
 """
 
 import functools

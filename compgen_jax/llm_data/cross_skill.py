@@ -5,7 +5,7 @@ The story's numbers become the function's arguments ("Ava has a apples and buys 
 canonical body computes the worked solution's steps (/ as //: the story's divisions are exact,
 and every base and plus input is drawn by the same sampler as the word problems, so they stay
 exact and non-negative). The person name and the doctest example's numbers (the arguments the
-prompt shows, in the story's order) come from the split's bucket (buckets.py), as arith's do.
+prompt shows, as a multiset) come from the split's bucket (buckets.py), as arith's do.
 """
 
 import random

@@ -6,7 +6,8 @@ no remainder) on integers drawn from [2, max_operand]; its worked solution state
 lengthen what a small model must learn. Every intermediate result is a non-negative integer
 (draws that break this are redrawn), so the story never takes more than there is.
 The cross skill (cross_skill.py) renders the same stories as Python functions. A split draws
-its numbers (the question's ordered tuple) and person names from its own bucket (buckets.py).
+its numbers (the question's numbers as a multiset) and person names from its own bucket
+(buckets.py).
 """
 
 import random
@@ -164,8 +165,12 @@ def slots(template: Template) -> tuple[str, ...]:
 
 
 def numbers(template: Template, values: dict) -> tuple[int, ...]:
-  """The question's numbers in the order its text shows them: the atom a split's bucket holds."""
-  return tuple(values[s] for s in re.findall(r"\{(\w+)\}", template.text) if s in values)
+  """The question's numbers, sorted: the atom a split's bucket holds. A multiset, not the
+  order the text shows them in: a rewording tells the same numbers in another order (packs_cost
+  "a pack of 3 ... 5 dollars ... needs 6", pack_price "wants 6 ... packs of 3 ... 5 dollars"),
+  and by the text's order alone a test problem's very instance trained under a rewording."""
+  return tuple(sorted(values[s] for s in re.findall(r"\{(\w+)\}", template.text)
+                      if s in values))
 
 
 def evaluate(template: Template, values: dict) -> list[int] | None:
@@ -188,7 +193,7 @@ def evaluate(template: Template, values: dict) -> list[int] | None:
 def draw_values(template: Template, rand: random.Random, max_operand: int,
                 bucket: buckets.Bucket = buckets.ANY) -> dict:
   """Slot values in [2, max_operand] for which every step stays in the non-negative integers,
-  their ordered tuple (`numbers`) in `bucket`; EmptyBucket when MAX_TRIES draws find none."""
+  their multiset (`numbers`) in `bucket`; EmptyBucket when MAX_TRIES draws find none."""
   for _ in range(MAX_TRIES):
     values = {s: rand.randint(2, max_operand) for s in slots(template)}
     if evaluate(template, values) is not None and bucket.holds("numbers",
