@@ -119,9 +119,9 @@ def draw(cfg, skill: str, split: str, exclude: set) -> list[dict]:
     try:
       record = spec.make(template, rand, cfg, bucket)
     except buckets.EmptyBucket as e:
-      field = HELD_OUT.get(split, "train_templates") if skill != "cross" else f"num_{split}"
-      raise ConfigError(f"{skill}.{field}", f"template {template.name!r}: {e} "
-                        "(held_out_content)") from None
+      field = (f"{skill}.{HELD_OUT.get(split, 'train_templates')}" if skill != "cross" else
+               "arith.train_templates")  # cross tells arith's training stories
+      raise ConfigError(field, f"template {template.name!r}: {e} (held_out_content)") from None
     if key(record) not in seen and coarse_key(skill)(record) not in exclude:
       seen.add(key(record))
       out.append(record)
