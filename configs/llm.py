@@ -30,6 +30,12 @@ The skills llm_data generates (issue 38) are benchmarks too: --config.run="('ari
 'strings', 'cross')" with each path (and arith's and strings' fewshot_path) set to the files
 llm_data.build.benchmark_settings(DIR) names.
 
+Trivial baselines (llm_eval/baselines.py) are systems without a model, e.g.
+  --config.systems="('base', 'math', 'last_number', 'majority')" \
+  --config.baselines.train.gsm8k=/data/gsm8k/train.jsonl
+GSM8K is scored by flexible-extract (the paper's headline; benchmarks.gsm8k.extract=strict for
+strict-match), arith by strict-match.
+
 Presets: paper (Gemma-2-2B base + MergeBench math and coding experts, the paper's protocol: greedy,
 512 new tokens, bfloat16; a GPU), cpu (tiny random Gemma-2 models written into WORKDIR/models and
 the hand-made benchmark files of tests/fixtures/llm_eval: the whole pipeline in minutes on a CPU;
@@ -99,6 +105,12 @@ def base() -> ml_collections.ConfigDict:
   cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")
   cfg.benchmarks = ml_collections.ConfigDict(
       {name: b.default_settings() for name, b in benchmarks.BENCHMARKS.items()})
+  # The trivial baselines (llm_eval/baselines.py: last_number, product_first_two,
+  # nearest_train, majority), scored as systems without a model when `systems` names them;
+  # nearest_train and majority read each benchmark's training problems from train.<benchmark>
+  # (a jsonl file in its test file's schema)
+  cfg.baselines = ml_collections.ConfigDict(dict(train=ml_collections.ConfigDict(
+      dict.fromkeys(benchmarks.BENCHMARKS, ""))))
   # cpu / tiny: random Gemma-2 models (experts = base + noise) and a byte-fallback tokenizer
   # trained on the benchmark prompts, written to WORKDIR/models/<name> for every empty path.
   cfg.tiny_models = ml_collections.ConfigDict(dict(

@@ -204,3 +204,49 @@ def test_the_majority_answer_is_the_leave_one_out_mode_of_the_golds():
   clash = rows + [{**rows[0], "system": "composed", "gold": "4"}]
   with pytest.raises(DataError, match="has golds '3' and '4'"):
     comparisons.majority_answer(clash, "arith")
+
+
+def test_each_expert_is_judged_against_the_strongest_baseline_of_its_benchmark():
+  """The baseline of the highest accuracy on the expert's own benchmark (the first scored on a
+  tie), scored at seed 0 alone and paired with every expert seed, as the background; none
+  where no baseline is scored (the committed reports' comparisons are as they were)."""
+  rng = np.random.default_rng(6)
+  kinds = {"base": "single", "arith": "single", "funcs": "single", "composed": "composed",
+           "last_number": "baseline", "nearest_train": "baseline", "majority": "baseline"}
+  members = {"composed": ["base", "arith", "funcs"]}
+  rates = {"last_number": 0.2, "nearest_train": 0.5, "majority": 0.5}
+  rows, summary = [], []
+  for bench in ("arith", "funcs"):
+    for system, kind in kinds.items():
+      if bench == "funcs" and system in ("last_number", "nearest_train"):
+        continue  # the question rules apply to arith alone
+      seeds = (0,) if kind == "baseline" or system == "base" else (0, 1)
+      correct = {s: _outcomes(rng, rates.get(system, 0.4), 1, 30)[0] for s in seeds}
+      if kind == "baseline":  # the accuracy the summary states
+        correct[0] = (np.arange(30) < 30 * rates[system]).astype(np.float64)
+      rows += [r for s in seeds for r in _problem_rows(bench, system, s, correct[s])]
+      summary.append({"benchmark": bench, "system": system, "kind": kind,
+                      "members": members.get(system, [system] if kind == "single" else []),
+                      "accuracy": float(correct[0].mean())})
+  got = [r for r in comparisons.compare(summary, rows) if r["question"] == comparisons.STRONGEST]
+  assert [(r["benchmark"], r["system"], r["other"]) for r in got] == [
+      ("arith", "arith", "nearest_train"), ("funcs", "funcs", "majority")]
+  order = [int(i) for i in sorted(map(str, range(30)))]
+
+  def outcomes(bench, system):
+    by_seed = {r["seed"]: r for r in rows if r["benchmark"] == bench and r["system"] == system}
+    return np.asarray([[r["correct"] for r in rows if r["benchmark"] == bench and
+                        r["system"] == system and r["seed"] == s] for s in sorted(by_seed)],
+                      np.float64)[:, order]
+
+  expert, baseline = outcomes("arith", "arith"), outcomes("arith", "nearest_train")
+  mean, low, high = reference(expert - np.broadcast_to(baseline, expert.shape))
+  assert (got[0]["seeds"], got[0]["problems"]) == (2, 30)
+  np.testing.assert_allclose((got[0]["difference"], got[0]["low"], got[0]["high"]),
+                             (mean, low, high), atol=1e-12)
+  section = report.comparisons_section(summary, rows)
+  assert "The strongest trivial baseline" in section
+  assert f"| {comparisons.STRONGEST} | funcs | funcs | majority |" in section
+  plain = [r for r in summary if r["kind"] != "baseline"]
+  assert not [r for r in comparisons.compare(plain, rows) if r["question"] == comparisons.STRONGEST]
+  assert "The strongest trivial baseline" not in report.comparisons_section(plain, rows)

@@ -37,10 +37,11 @@ def test_every_skill_loads_through_its_benchmark_and_the_runner(tiny_llm_data):
   for name in SKILLS:
     problems = BENCHMARKS[name].load(llm.benchmarks[name])
     assert len(problems) == cfg[name].num_test and len({p.id for p in problems}) == len(problems)
-  for name, paths in build.benchmark_settings(directory, "seen").items():
-    settings = llm.benchmarks[name].copy_and_resolve_references()
-    settings.update(paths)
-    assert len(BENCHMARKS[name].load(settings)) == cfg[name].num_seen
+  for split in ("seen", "validation"):
+    for name, paths in build.benchmark_settings(directory, split).items():
+      settings = llm.benchmarks[name].copy_and_resolve_references()
+      settings.update(paths)
+      assert len(BENCHMARKS[name].load(settings)) == cfg[name][f"num_{split}"]
   arith = BENCHMARKS["arith"].load(llm.benchmarks.arith)
   first = records(directory, "arith", "train")[0]
   assert arith[0].prompt.startswith(f"Question: {first['question']}\nAnswer: {first['answer']}")
@@ -61,24 +62,35 @@ def test_every_skill_loads_through_its_benchmark_and_the_runner(tiny_llm_data):
 
 
 def test_splits_hold_out_templates_and_instances(tiny_llm_data):
+  """By template and by each split's instance key (content: test_llm_data_disjoint.py)."""
   cfg, directory = tiny_llm_data
   for skill in ("arith", "funcs", "strings"):
-    train, test, seen = (records(directory, skill, s) for s in ("train", "test", "seen"))
-    assert [len(train), len(test), len(seen)] == [cfg[skill][f"num_{s}"]
-                                                  for s in ("train", "test", "seen")]
+    train, test, validation, seen = (records(directory, skill, s)
+                                     for s in ("train", "test", "validation", "seen"))
+    assert [len(train), len(test), len(validation), len(seen)] == [
+        cfg[skill][f"num_{s}"] for s in ("train", "test", "validation", "seen")]
     held_out = set(cfg[skill].test_templates)
     assert {r["template"] for r in test} <= held_out
-    assert not {r["template"] for r in train + seen} & held_out  # no test template in training
+    assert {r["template"] for r in validation} <= set(cfg[skill].validation_templates)
+    trained = {r["template"] for r in train + seen}
+    assert not trained & (held_out | set(cfg[skill].validation_templates))
     key = build.coarse_key(skill)
-    assert not {key(r) for r in train} & {key(r) for r in test + seen}  # nor an instance
-    assert len({key(r) for r in test + seen}) == len(test + seen)
+    assert not {key(r) for r in train} & {key(r) for r in test + validation + seen}  # instances
+    assert len({key(r) for r in test + validation + seen}) == len(test + validation + seen)
     assert len({build.SKILLS[skill].key(r) for r in train}) == len(train)
-  cross = records(directory, "cross", "test")
-  assert {r["template"] for r in cross} <= set(config.TEMPLATES["arith"]) - set(
-      cfg.arith.test_templates)  # the stories the math expert trains on, as functions
+  cross = {s: records(directory, "cross", s) for s in ("test", "validation")}
+  for split in ("test", "validation"):  # the stories the math expert trains on, as functions
+    assert {r["template"] for r in cross[split]} <= {t.name for t in build.templates(
+        cfg, "arith", "train")}
+  key = build.coarse_key("cross")  # the function: prompt up to its example
+  assert not {key(r) for r in cross["test"]} & {key(r) for r in cross["validation"]}
   seen = build.benchmark_settings(directory, "seen")
   assert set(seen) == {"arith", "funcs", "strings"}
   assert seen["arith"]["path"].endswith("arith_seen.jsonl")
+  validation = build.benchmark_settings(directory, "validation")
+  assert set(validation) == set(SKILLS)
+  assert validation["cross"]["path"].endswith("cross_validation.jsonl")
+  assert validation["arith"]["fewshot_path"].endswith("arith_train.jsonl")
 
 
 def test_build_is_deterministic_resumes_and_seeds_matter(tiny_llm_data, tmp_path, monkeypatch):
@@ -105,6 +117,12 @@ def test_build_is_deterministic_resumes_and_seeds_matter(tiny_llm_data, tmp_path
     ("strings.test_templates", tuple(config.TEMPLATES["strings"]), "none is left"),
     ("arith.train_templates", ("boxes", "nope"), "unknown 'nope'"),
     ("strings.train_templates", ("dashes", "last_word"), "last_word also held out"),
+    ("arith.validation_templates", ("weekly", "laps"), "laps also held out for test"),
+    ("strings.validation_templates", (), "strings.validation_templates"),
+    ("funcs.num_validation", 0, "funcs.num_validation"),
+    ("cross.num_validation", 0, "cross.num_validation"),
+    ("held_out_content.test", 0.0, "held_out_content.test"),
+    ("held_out_content.validation", 0.8, "held_out_content.: validation 0.8 .* leave no content"),
     ("funcs.num_train", 0, "funcs.num_train"),
     ("arith.max_operand", 4, "arith.max_operand"),
     ("tokenizer.vocab_size", 100, "tokenizer.vocab_size"),
@@ -116,6 +134,24 @@ def test_bad_config_raises_before_writing(tmp_path, field, value, message):
   with pytest.raises(ConfigError, match=message):
     build.ensure(cfg, str(tmp_path / "data"))
   assert not os.path.exists(tmp_path / "data")
+
+
+def test_validation_templates_are_neither_test_nor_training_templates():
+  cfg = config.data_config("tiny")
+  cfg.arith.train_templates = ("boxes", "weekly")
+  with pytest.raises(ConfigError, match="'arith.validation_templates'.*weekly also trained"):
+    config.validate(cfg)
+  cfg.arith.train_templates = ()
+  cfg.strings.validation_templates = tuple(
+      t for t in config.TEMPLATES["strings"] if t not in cfg.strings.test_templates)
+  with pytest.raises(ConfigError, match="none is left to train on"):
+    config.validate(cfg)
+  # a template with no constant of the test bucket: one line naming the field
+  cfg = config.data_config("tiny")
+  cfg.funcs.test_templates = ("repeat_string",)  # k in 2..4: one of them in the test bucket
+  cfg.held_out_content.test = 1e-9
+  with pytest.raises(ConfigError, match="funcs.test_templates.*'repeat_string'.*constant"):
+    build.draw(cfg, "funcs", "test", set())
 
 
 def test_train_templates_narrow_the_train_and_seen_splits_alone():
@@ -132,19 +168,23 @@ def test_train_templates_narrow_the_train_and_seen_splits_alone():
   assert {r["template"] for r in build.draw(cfg, "cross", "test", set())} == {"boxes"}
   # empty (the default): every template not held out, as before the field, but the OPT_IN
   # ones, which only a config naming them draws
+  held_out = {s: set(default[s].test_templates) | set(default[s].validation_templates)
+              for s in ("arith", "strings")}
   assert {t.name for t in build.templates(default, "strings", "train")} == set(
-      config.TEMPLATES["strings"]) - set(default.strings.test_templates)
+      config.TEMPLATES["strings"]) - held_out["strings"]
   assert {t.name for t in build.templates(default, "arith", "train")} == set(
-      config.TEMPLATES["arith"]) - set(default.arith.test_templates) - set(config.OPT_IN["arith"])
-  cfg.arith.train_templates = config.OPT_IN["arith"]
+      config.TEMPLATES["arith"]) - held_out["arith"] - set(config.OPT_IN["arith"])
+  cfg.arith.update(train_templates=config.OPT_IN["arith"], num_train=200)  # each drawn
   assert {r["template"] for r in build.draw(cfg, "arith", "train", set())} == set(
       config.OPT_IN["arith"])
 
 
 def test_arith_rewordings_are_held_out_stories_in_other_words():
-  """Each of math_skill.REWORDINGS solves a default held-out story with its very steps and
-  worked-solution sentences, told in other words; and only a config naming it draws it."""
-  held_out = [math_skill.BY_NAME[n] for n in config.data_config("cpu").arith.test_templates]
+  """Each of math_skill.REWORDINGS solves a default held-out story (test, then validation) with
+  its very steps and worked-solution sentences, told in other words; and only a config naming
+  it draws it."""
+  arith = config.data_config("cpu").arith
+  held_out = [math_skill.BY_NAME[n] for n in arith.test_templates + arith.validation_templates]
   assert len(math_skill.REWORDINGS) == len(held_out)
   for rewording, story in zip(math_skill.REWORDINGS, held_out, strict=True):
     assert rewording.steps == story.steps and rewording.items == story.items, rewording.name

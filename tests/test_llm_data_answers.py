@@ -106,6 +106,9 @@ FUNCS = {
     "lowest": lambda d, a: sorted(a)[0],
     "delete_char": lambda d, a: "".join(ch for ch in a if ch != _quoted(d)[0]),
     "char_count": lambda d, a: sum(ch == _quoted(d)[0] for ch in a),
+    "above_count": lambda d, a: len([x for x in a if x > _ints(d)[0]]),
+    "star_char": lambda d, a: "".join("*" if ch == _quoted(d)[0] else ch for ch in a),
+    "highest": lambda d, a: sorted(a)[-1],
 }
 
 
@@ -163,6 +166,8 @@ STRINGS = {
     "swap_ends": lambda w: " ".join([w[0].split(" ")[-1], *w[0].split(" ")[1:-1],
                                      w[0].split(" ")[0]]),
     "word_times": lambda w, k: " ".join([w[0]] * k),
+    "first_word": lambda w: w[0].split(" ")[0],
+    "opening_word": lambda w: w[0].split(" ")[0],
 }
 
 

@@ -92,6 +92,29 @@ def test_gsm8k_strict_and_flexible_differ():
   assert later_number["extracted"] == "24"
 
 
+def test_the_extract_setting_picks_the_rule_and_arith_is_strict():
+  """extract=strict: "correct" is strict-match (a completion without "#### n" is wrong, a bare
+  guessed number too); both rules' fields stay. GSM8K's default is flexible (the paper's
+  headline), the study's arith strict; a strings benchmark has no such setting."""
+  problem = Problem("0", "", {"gold": "21"})
+  completions = [" So 21 eggs are whole.", " #### 21\nCheck: 21 + 3 = 24", " 21", " #### 21"]
+  flexible = gsm8k.score([problem] * 4, completions, settings("gsm8k"))
+  strict = gsm8k.score([problem] * 4, completions, settings("gsm8k", extract="strict"))
+  assert [r["correct"] for r in flexible] == [True, False, True, True]
+  assert [r["correct"] for r in strict] == [False, True, False, True]
+  assert [r["extracted"] for r in strict] == [None, "21", None, "21"]
+  for a, b in zip(flexible, strict, strict=True):  # the same fields, the rule's in front
+    assert {k: v for k, v in a.items() if k not in ("correct", "extracted")} == {
+        k: v for k, v in b.items() if k not in ("correct", "extracted")}
+    assert (a["correct_flexible"], a["correct_strict"]) == (a["correct"], b["correct"])
+  assert BENCHMARKS["gsm8k"].default_settings().extract == "flexible"
+  assert BENCHMARKS["arith"].default_settings().extract == "strict"
+  assert BENCHMARKS["arith"].score is gsm8k.score
+  assert "extract" not in BENCHMARKS["strings"].default_settings()
+  with pytest.raises(ConfigError, match="benchmarks.gsm8k.extract"):
+    BENCHMARKS["gsm8k"].validate(settings("gsm8k", extract="last"), "benchmarks.gsm8k")
+
+
 def test_math_prompt_is_the_authors_2_shot():
   problems, _ = load("math")
   expected = (

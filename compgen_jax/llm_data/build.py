@@ -3,9 +3,10 @@
 DIR/config.json   the data config (a directory holding another config is refused)
 DIR/prose.jsonl   {source, text}: pydoc topics and stdlib module docstrings (corpora.py)
 DIR/python.jsonl  {path, name, prompt, body}: stdlib docstring -> body pairs
-DIR/<skill>_<split>.jsonl  arith, funcs, strings: train, test (held-out templates) and seen
-                  (training templates, instances not in train); cross: test only. Each in the
-                  schema of the benchmark of the same name (llm_eval/benchmarks.py)
+DIR/<skill>_<split>.jsonl  arith, funcs, strings: train, test and validation (each from its
+                  held-out templates and its own bucket of content: buckets.py) and seen
+                  (training templates, instances not in train); cross: test and validation.
+                  Each in the schema of the benchmark of the same name (llm_eval/benchmarks.py)
 DIR/tokenizer.model  SentencePiece on every training document (lm/tokenizer.py)
 
 Each file is written whole (files.write_*) and skipped when present, so a killed build resumes;
@@ -22,7 +23,14 @@ import ml_collections
 
 from compgen_jax import files, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.llm_data import code_skill, corpora, cross_skill, math_skill, strings_skill
+from compgen_jax.llm_data import (
+  buckets,
+  code_skill,
+  corpora,
+  cross_skill,
+  math_skill,
+  strings_skill,
+)
 from compgen_jax.llm_data.config import OPT_IN, TEMPLATES, validate
 from compgen_jax.lm import tokenizer
 from compgen_jax.types import ConfigError, DataError
@@ -32,7 +40,7 @@ TRIES_PER_PROBLEM = 50  # draws per wanted problem before a split is called too 
 
 
 class Skill(NamedTuple):
-  make: Callable  # (template, random.Random, cfg) -> record
+  make: Callable  # (template, random.Random, cfg, buckets.Bucket) -> record
   key: Callable   # record -> what makes two problems the same instance
   task_prefix: str = ""  # HumanEval+ schema: task_id = f"{prefix}/{split}/{index}"
   test_key: Callable | None = None  # a coarser key for test problems (None: key)
@@ -46,17 +54,22 @@ def _function(record: dict) -> str:
 # funcs: training problems are distinct prompts (a function may recur with another example, as
 # the no-constant templates hold only a dozen functions each); test problems distinct functions.
 SKILLS = {
-    "arith": Skill(lambda t, r, c: math_skill.make(t, r, c.arith.max_operand),
+    "arith": Skill(lambda t, r, c, b: math_skill.make(t, r, c.arith.max_operand, b),
                    lambda rec: rec["question"]),
-    "funcs": Skill(lambda t, r, c: code_skill.make(t, r, c.funcs.num_base, c.funcs.num_plus),
+    "funcs": Skill(lambda t, r, c, b: code_skill.make(t, r, c.funcs.num_base, c.funcs.num_plus,
+                                                      b),
                    lambda rec: rec["prompt"], "Funcs", _function),
-    "strings": Skill(lambda t, r, c: strings_skill.make(t, r), lambda rec: rec["question"]),
-    "cross": Skill(lambda t, r, c: cross_skill.make(t, r, c.arith.max_operand, c.cross.num_base,
-                                                    c.cross.num_plus), _function, "Cross"),
+    "strings": Skill(lambda t, r, c, b: strings_skill.make(t, r, b), lambda rec: rec["question"]),
+    "cross": Skill(lambda t, r, c, b: cross_skill.make(t, r, c.arith.max_operand,
+                                                       c.cross.num_base, c.cross.num_plus, b),
+                   _function, "Cross"),
 }
-# In the order they are drawn: train leaves out every test and seen instance.
-SPLITS = {"arith": ("test", "seen", "train"), "funcs": ("test", "seen", "train"),
-          "strings": ("test", "seen", "train"), "cross": ("test",)}
+# In the order they are drawn: each leaves out every instance of the splits before it (train:
+# seen's, which shares its templates and bucket; the others' differ by construction)
+SPLITS = {"arith": ("test", "validation", "seen", "train"),
+          "funcs": ("test", "validation", "seen", "train"),
+          "strings": ("test", "validation", "seen", "train"), "cross": ("test", "validation")}
+HELD_OUT = {"test": "test_templates", "validation": "validation_templates"}
 
 
 def split_file(skill: str, split: str) -> str:
@@ -70,14 +83,17 @@ def split_random(cfg: ml_collections.ConfigDict, skill: str, split: str) -> rand
 
 
 def templates(cfg: ml_collections.ConfigDict, skill: str, split: str) -> list:
-  """The templates a split draws from: test the held-out ones, train and seen the rest but the
-  OPT_IN ones (those of train_templates alone, where it names some); cross the stories arith
-  trains on."""
+  """The templates a split draws from: test and validation their held-out ones, train and seen
+  the rest but the OPT_IN ones (those of train_templates alone, where it names some); cross's
+  splits the stories arith trains on."""
   if skill == "cross":
     skill, split = "arith", "train"
-  held_out = set(cfg[skill].test_templates)
-  names = held_out if split == "test" else (
-      set(cfg[skill].train_templates) or set(TEMPLATES[skill]) - held_out - set(OPT_IN[skill]))
+  if split in HELD_OUT:
+    names = set(cfg[skill][HELD_OUT[split]])
+  else:
+    held_out = {t for field in HELD_OUT.values() for t in cfg[skill][field]}
+    names = set(cfg[skill].train_templates) or (
+        set(TEMPLATES[skill]) - held_out - set(OPT_IN[skill]))
   return [t for name, t in TEMPLATES[skill].items() if name in names]
 
 
@@ -87,17 +103,25 @@ def coarse_key(skill: str) -> Callable:
 
 
 def draw(cfg, skill: str, split: str, exclude: set) -> list[dict]:
-  """num_<split> distinct problems (by the split's key: coarse_key for test and seen), none
-  whose coarse_key is in `exclude`, each of a template drawn uniformly; ConfigError when the
-  templates hold too few distinct problems."""
+  """num_<split> distinct problems (by the split's key: coarse_key but for train), none whose
+  coarse_key is in `exclude`, each of a template drawn uniformly, its content from the split's
+  bucket (buckets.py); ConfigError when the templates hold too few distinct problems, or a
+  template has no content in the bucket."""
   spec, pool = SKILLS[skill], templates(cfg, skill, split)
   key = spec.key if split == "train" else coarse_key(skill)
   wanted, rand = cfg[skill][f"num_{split}"], split_random(cfg, skill, split)
+  bucket = buckets.for_split(cfg, split)
   out, seen = [], set()
   for _ in range(TRIES_PER_PROBLEM * wanted):
     if len(out) == wanted:
       break
-    record = spec.make(rand.choice(pool), rand, cfg)
+    template = rand.choice(pool)
+    try:
+      record = spec.make(template, rand, cfg, bucket)
+    except buckets.EmptyBucket as e:
+      field = (f"{skill}.{HELD_OUT.get(split, 'train_templates')}" if skill != "cross" else
+               "arith.train_templates")  # cross tells arith's training stories
+      raise ConfigError(field, f"template {template.name!r}: {e} (held_out_content)") from None
     if key(record) not in seen and coarse_key(skill)(record) not in exclude:
       seen.add(key(record))
       out.append(record)
@@ -107,6 +131,15 @@ def draw(cfg, skill: str, split: str, exclude: set) -> list[dict]:
                       "for fewer")
   if spec.task_prefix:
     out = [{**r, "task_id": f"{spec.task_prefix}/{split}/{i}"} for i, r in enumerate(out)]
+  return out
+
+
+def draw_all(cfg, skill: str) -> dict[str, list[dict]]:
+  """Every split of `skill` in memory, in SPLITS' order, each drawn as `ensure` draws it."""
+  validate(cfg)
+  out: dict[str, list[dict]] = {}
+  for split in SPLITS[skill]:
+    out[split] = draw(cfg, skill, split, {coarse_key(skill)(r) for rs in out.values() for r in rs})
   return out
 
 
@@ -181,14 +214,24 @@ SOURCES = (*TOKENIZED, "qa", "repeat")  # what a model may train on (qa, repeat:
 
 
 def benchmark_settings(directory: str, split: str = "test") -> dict[str, dict]:
-  """{llm_eval benchmark name: settings to update}: each skill's `split` file (test, or seen:
-  cross has none), its train file as the few-shot file of the prompted ones."""
+  """{llm_eval benchmark name: settings to update}: each skill's `split` file (test,
+  validation, or seen: cross has none), its train file as the few-shot file of the prompted
+  ones."""
   path = lambda skill, split: os.path.join(directory, split_file(skill, split))
   out = dict(arith=dict(path=path("arith", split), fewshot_path=path("arith", "train")),
              funcs=dict(path=path("funcs", split)),
              strings=dict(path=path("strings", split), fewshot_path=path("strings", "train")),
              cross=dict(path=path("cross", split)))
   return {name: s for name, s in out.items() if split in SPLITS[name]}
+
+
+def train_files(directory: str) -> dict[str, str]:
+  """{llm_eval benchmark name: the training problems its trivial baselines read}
+  (llm_eval/baselines.py: nearest_train, majority): each skill's train file; cross's, funcs'
+  (cross has no training split, and its answers are function bodies, as funcs' are)."""
+  path = lambda skill: os.path.join(directory, split_file(skill, "train"))  # noqa: E731
+  return dict(arith=path("arith"), funcs=path("funcs"), strings=path("strings"),
+              cross=path("funcs"))
 
 
 def _write_corpora(cfg, directory: str) -> None:

@@ -6,10 +6,14 @@ max/min, index, reverse, string building, ...) with a constant drawn per problem
 7") and a function and argument name drawn from a few; the prompt ends with one doctest example
 computed by the canonical body. plus_input adds the edge cases (empty inputs, negatives, longer
 inputs) that separate a right body from a nearly right one, as HumanEval+ does.
+A split draws its argument names and constants from its own bucket (buckets.py), so no test
+body (e.g. `return min(seq)`) is a training body; entry-point names belong to one template each.
 """
 
 import random
 from typing import NamedTuple
+
+from compgen_jax.llm_data import buckets
 
 WORDS = ("apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "grass", "maple", "ocean",
          "candle", "rabbit", "silver", "window", "garden", "pepper", "forest", "bottle", "planet",
@@ -32,8 +36,17 @@ WORDS = ("apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "grass",
          "key", "lock", "door", "gate", "fence", "roof", "wall", "brick", "tile", "clock",
          "watch", "phone", "radio", "camera", "lamp", "desk", "shelf", "drawer", "box", "bag",
          "rope", "chain", "hammer", "nail", "saw", "drill", "brush", "paint", "color")
-ARGS = {"ints": ("xs", "nums", "values", "numbers"), "text": ("s", "text", "sentence"),
-        "n": ("n", "count", "size")}
+# Argument names, split among the buckets (buckets.py): enough that each bucket holds several
+# of every kind (none a builtin or loop variable the bodies use: sum, min, x, i, w, ...)
+ARGS = {"ints": ("xs", "nums", "values", "numbers", "items", "data", "arr", "seq", "lst", "vals",
+                 "elems", "ints", "scores", "points", "entries", "series", "counts", "amounts",
+                 "readings", "marks", "weights", "heights", "ages", "prices", "sizes", "levels",
+                 "grades", "samples", "measures", "totals", "digits", "figures"),
+        "text": ("s", "text", "sentence", "line", "phrase", "words", "string", "msg", "message",
+                 "content", "source", "raw", "label", "title", "caption", "note", "remark",
+                 "quote", "verse", "slogan", "motto", "greeting", "headline", "comment"),
+        "n": ("n", "count", "size", "num", "length", "bound", "upto", "steps", "times",
+              "amount", "depth", "width", "rounds", "span", "reps", "quantity")}
 TYPES = {"ints": "list[int]", "text": "str", "n": "int"}
 
 
@@ -53,13 +66,15 @@ class Template(NamedTuple):
 
 K = (("k", (0, 30)),)
 SMALL = (("k", (2, 9)),)
-LETTER = (("c", tuple("aeiorstn")),)
+# the letters in at least a tenth of WORDS (a test's inputs of 10-25 words hold them)
+LETTER = (("c", tuple("abcdeghilmnoprstuw")),)
 T = Template
 TEMPLATES = (
     T("filter_greater", "ints", "list[int]", "Return the elements of {a} greater than {k}, in "
       "order.", "return [x for x in {a} if x > {k}]", ("keep_above", "greater_than"), K),
     T("filter_less", "ints", "list[int]", "Return the elements of {a} less than {k}, in order.",
-      "return [x for x in {a} if x < {k}]", ("keep_below", "less_than"), K),
+      "return [x for x in {a} if x < {k}]", ("keep_below", "less_than", "below_cut", "under_bound"),
+      K),
     T("filter_even", "ints", "list[int]", "Return the even elements of {a}, in order.",
       "return [x for x in {a} if x % 2 == 0]", ("evens", "keep_even", "only_even")),
     T("filter_divisible", "ints", "list[int]", "Return the elements of {a} divisible by {k}, in "
@@ -77,26 +92,29 @@ TEMPLATES = (
     T("count_equal", "ints", "int", "Return how many elements of {a} are equal to {k}.",
       "return sum(1 for x in {a} if x == {k})", ("count_of", "how_many"), K),
     T("count_greater", "ints", "int", "Return how many elements of {a} are greater than {k}.",
-      "return sum(1 for x in {a} if x > {k})", ("count_above", "num_greater"), K),
+      "return sum(1 for x in {a} if x > {k})", ("count_above", "num_greater", "how_many_above",
+                                                 "greater_count"), K),
     T("sum_list", "ints", "int", "Return the sum of the elements of {a}.",
       "return sum({a})", ("total", "sum_all", "add_up")),
     T("sum_greater", "ints", "int", "Return the sum of the elements of {a} greater than {k}.",
-      "return sum(x for x in {a} if x > {k})", ("sum_above", "total_above"), K),
+      "return sum(x for x in {a} if x > {k})", ("sum_above", "total_above", "sum_bigger",
+                                                 "sum_exceeding"), K),
     T("max_list", "ints", "int", "Return the largest element of the non-empty list {a}.",
-      "return max({a})", ("largest", "biggest", "maximum"), nonempty=True),
+      "return max({a})", ("largest", "biggest", "maximum", "max_of"), nonempty=True),
     T("min_list", "ints", "int", "Return the smallest element of the non-empty list {a}.",
-      "return min({a})", ("smallest", "minimum", "least"), nonempty=True),
+      "return min({a})", ("smallest", "minimum", "least", "min_of"), nonempty=True),
     T("index_of", "ints", "int", "Return the index of the first element of {a} equal to {k}, or "
       "-1 if there is none.", "return {a}.index({k}) if {k} in {a} else -1",
       ("find", "index_of", "position"), K),
     T("reverse_string", "text", "str", "Return the string {a} reversed.", "return {a}[::-1]",
-      ("reverse_text", "backwards", "mirror")),
+      ("reverse_text", "backwards_text", "mirror")),
     T("repeat_string", "text", "str", "Return the string {a} repeated {k} times.",
       "return {a} * {k}", ("repeat", "copies", "echo"), (("k", (2, 4)),)),
     T("replace_char", "text", "str", "Return {a} with every '{c}' replaced by '*'.",
-      "return {a}.replace('{c}', '*')", ("mask", "star_out", "hide"), LETTER),
+      "return {a}.replace('{c}', '*')", ("mask", "star_out", "hide", "mask_letter"), LETTER),
     T("remove_char", "text", "str", "Return {a} with every '{c}' removed.",
-      "return {a}.replace('{c}', '')", ("strip_letter", "drop", "without"), LETTER),
+      "return {a}.replace('{c}', '')", ("strip_letter", "drop", "without", "remove_letter"),
+      LETTER),
     T("join_words", "text", "str", "Return the words of {a} (separated by spaces) joined by "
       "'{c}'.", "return '{c}'.join({a}.split())", ("join_with", "rejoin", "link"),
       (("c", ("-", ",", "+", "_")),)),
@@ -105,7 +123,8 @@ TEMPLATES = (
     T("upper_words", "text", "str", "Return {a} with every letter in upper case.",
       "return {a}.upper()", ("shout", "upper", "loud")),
     T("count_char", "text", "int", "Return how many times '{c}' occurs in {a}.",
-      "return {a}.count('{c}')", ("count_letter", "occurrences", "tally"), LETTER),
+      "return {a}.count('{c}')", ("count_letter", "occurrences", "tally", "letter_count"),
+      LETTER),
     T("count_words", "text", "int", "Return the number of words of {a} (separated by spaces).",
       "return len({a}.split())", ("word_count", "num_words", "words_in")),
     T("multiples", "n", "list[int]", "Return the first {a} positive multiples of {k}, in "
@@ -140,6 +159,13 @@ TEMPLATES = (
       "return {a}.replace('{c}', '')", ("delete", "erase"), LETTER),
     T("char_count", "text", "int", "Return the number of '{c}' characters in {a}.",
       "return {a}.count('{c}')", ("char_count", "letter_total"), LETTER),
+    # Rewordings of the default validation templates (config.py), as those of the test ones
+    T("above_count", "ints", "int", "Return the number of elements of {a} that exceed {k}.",
+      "return sum(1 for x in {a} if x > {k})", ("exceeding", "count_over"), K),
+    T("star_char", "text", "str", "Return {a} where each '{c}' becomes '*'.",
+      "return {a}.replace('{c}', '*')", ("starred", "mark_char"), LETTER),
+    T("highest", "ints", "int", "Return the highest value in the non-empty list {a}.",
+      "return max({a})", ("highest", "max_value"), nonempty=True),
 )
 BY_NAME = {t.name: t for t in TEMPLATES}
 
@@ -168,8 +194,10 @@ def inputs(template: Template, rand: random.Random, num_base: int, num_plus: int
   return base, (edges + more)[:num_plus]
 
 
-def _constant(rand: random.Random, draw):
-  return rand.randint(*draw) if isinstance(draw[0], int) else rand.choice(draw)
+def _constant(rand: random.Random, draw, bucket: buckets.Bucket):
+  """A constant of `draw` ((low, high) ints or a tuple of choices) in `bucket`."""
+  pool = range(draw[0], draw[1] + 1) if isinstance(draw[0], int) else draw
+  return bucket.choice(rand, "constant", tuple(pool))
 
 
 def call(program: str, entry_point: str, args: list):
@@ -180,10 +208,12 @@ def call(program: str, entry_point: str, args: list):
   return scope[entry_point](*args)
 
 
-def make(template: Template, rand: random.Random, num_base: int, num_plus: int) -> dict:
-  """One problem of `template` in HumanEval+'s schema, plus the template's name."""
-  words = {name: _constant(rand, draw) for name, draw in template.consts}
-  words["a"] = rand.choice(ARGS[template.kind])
+def make(template: Template, rand: random.Random, num_base: int, num_plus: int,
+         bucket: buckets.Bucket = buckets.ANY) -> dict:
+  """One problem of `template` in HumanEval+'s schema, its argument name and constants from
+  `bucket`, plus the template's name."""
+  words = {name: _constant(rand, draw, bucket) for name, draw in template.consts}
+  words["a"] = bucket.choice(rand, "argument", ARGS[template.kind])
   entry = rand.choice(template.names)
   head = f"def {entry}({words['a']}: {TYPES[template.kind]}) -> {template.returns}:\n"
   solution = f"    {template.body.format(**words)}\n"

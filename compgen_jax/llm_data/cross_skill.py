@@ -4,12 +4,13 @@ answer a Python function must return, in HumanEval+'s schema, scored through eva
 The story's numbers become the function's arguments ("Ava has a apples and buys b more."); the
 canonical body computes the worked solution's steps (/ as //: the story's divisions are exact,
 and every base and plus input is drawn by the same sampler as the word problems, so they stay
-exact and non-negative).
+exact and non-negative). The person name and the doctest example's numbers (the arguments the
+prompt shows, as a multiset) come from the split's bucket (buckets.py), as arith's do.
 """
 
 import random
 
-from compgen_jax.llm_data import math_skill
+from compgen_jax.llm_data import buckets, math_skill
 
 PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "//"}
 
@@ -24,15 +25,17 @@ def solution(template: math_skill.Template) -> str:
 
 
 def make(template: math_skill.Template, rand: random.Random, max_operand: int, num_base: int,
-         num_plus: int) -> dict:
-  """One problem: the story with its numbers as arguments, in HumanEval+'s schema."""
+         num_plus: int, bucket: buckets.Bucket = buckets.ANY) -> dict:
+  """One problem: the story with its numbers as arguments, in HumanEval+'s schema; its name and
+  shown example from `bucket` (the other inputs are not in the prompt)."""
   args = math_skill.slots(template)
-  name, item = rand.choice(math_skill.NAMES), rand.choice(template.items)
+  name = bucket.choice(rand, "person", math_skill.NAMES)
+  item = rand.choice(template.items)
   story = template.text.format(n=name, x=item, **{a: a for a in args})
   entry = f"{template.name}_{name.lower()}"
   head = f"def {entry}({', '.join(f'{a}: int' for a in args)}) -> int:\n"
-  draws = [math_skill.draw_values(template, rand, max_operand)
-           for _ in range(num_base + num_plus)]
+  draws = [math_skill.draw_values(template, rand, max_operand, bucket if i == 0 else buckets.ANY)
+           for i in range(num_base + num_plus)]
   rows = [[values[a] for a in args] for values in draws]
   example = rows[0]
   answer = math_skill.evaluate(template, dict(zip(args, example, strict=True)))[-1]

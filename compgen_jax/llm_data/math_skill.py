@@ -5,14 +5,24 @@ no remainder) on integers drawn from [2, max_operand]; its worked solution state
 "a op b = c" and ends "#### n". GSM8K's <<a*b=c>> calculator notes are left out: they only
 lengthen what a small model must learn. Every intermediate result is a non-negative integer
 (draws that break this are redrawn), so the story never takes more than there is.
-The cross skill (cross_skill.py) renders the same stories as Python functions.
+The cross skill (cross_skill.py) renders the same stories as Python functions. A split draws
+its numbers (the question's numbers as a multiset) and person names from its own bucket
+(buckets.py).
 """
 
 import random
+import re
 from typing import NamedTuple
 
+from compgen_jax.llm_data import buckets
+
+# 60 names, so that each bucket of buckets.py holds a dozen or more (the first 20: 5 to 9)
 NAMES = ("Ava", "Ben", "Chloe", "Dan", "Emma", "Finn", "Grace", "Hugo", "Ivy", "Jack", "Kate",
-         "Leo", "Mia", "Noah", "Olga", "Pablo", "Rosa", "Sam", "Tara", "Umar")
+         "Leo", "Mia", "Noah", "Olga", "Pablo", "Rosa", "Sam", "Tara", "Umar", "Vera", "Will",
+         "Xena", "Yusuf", "Zoe", "Aria", "Boris", "Carla", "Diego", "Elena", "Felix", "Gina",
+         "Hana", "Igor", "Jonas", "Kira", "Liam", "Maya", "Nico", "Omar", "Petra", "Quinn",
+         "Ravi", "Sofia", "Theo", "Uma", "Victor", "Wanda", "Yara", "Zane", "Amir", "Bella",
+         "Cyrus", "Dora", "Eli", "Fiona", "Gus", "Hazel", "Ian", "June")
 OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
        "/": lambda x, y: x // y}
 MAX_TRIES = 10_000  # redraws of one problem's numbers before the template is called unusable
@@ -121,9 +131,10 @@ def _reword(name, story, text):
   return Template(name, text, held_out.steps, held_out.items)
 
 
-# Rewordings of the default held-out stories, in no split unless a config names them
-# (config.OPT_IN): the quick preset trains them (configs/llm_study.py), so each of its test
-# stories is trained under other words, as its funcs and strings tasks are
+# Rewordings of the default held-out stories (test, then validation: config.py), in no split
+# unless a config names them (config.OPT_IN): the quick preset trains them (configs/
+# llm_study.py), so each of its test and validation stories is trained under other words, as
+# its funcs and strings tasks are
 REWORDINGS = (
     _reword("track_laps", "laps", "{n} does {a} laps around a track that is {b} meters long. "
             "How far does {n} go in meters?"),
@@ -135,6 +146,10 @@ REWORDINGS = (
             "in each of {c} other groups. What is the total number of {x}?"),
     _reword("ahead_by", "difference", "{n} owns {a} {x}; a friend owns {b}. By how many {x} is "
             "{n} ahead of the friend?"),
+    _reword("daily_pages", "weekly", "For {b} days {n} reads {a} pages each day, and after that "
+            "{c} pages more. How many pages is that in all?"),
+    _reword("picked_rows", "rows", "{n} picks {c} {x} from a garden of {a} rows that hold {b} "
+            "{x} each. How many {x} remain in the garden?"),
 )
 BY_NAME = {t.name: t for t in TEMPLATES + REWORDINGS}
 
@@ -147,6 +162,15 @@ def slots(template: Template) -> tuple[str, ...]:
       if term.isalpha() and len(term) == 1 and term not in names:
         names.append(term)
   return tuple(sorted(names, key=lambda s: template.text.index("{" + s + "}")))
+
+
+def numbers(template: Template, values: dict) -> tuple[int, ...]:
+  """The question's numbers, sorted: the atom a split's bucket holds. A multiset, not the
+  order the text shows them in: a rewording tells the same numbers in another order (packs_cost
+  "a pack of 3 ... 5 dollars ... needs 6", pack_price "wants 6 ... packs of 3 ... 5 dollars"),
+  and by the text's order alone a test problem's very instance trained under a rewording."""
+  return tuple(sorted(values[s] for s in re.findall(r"\{(\w+)\}", template.text)
+                      if s in values))
 
 
 def evaluate(template: Template, values: dict) -> list[int] | None:
@@ -166,13 +190,17 @@ def evaluate(template: Template, values: dict) -> list[int] | None:
   return results
 
 
-def draw_values(template: Template, rand: random.Random, max_operand: int) -> dict:
-  """Slot values in [2, max_operand] for which every step stays in the non-negative integers."""
+def draw_values(template: Template, rand: random.Random, max_operand: int,
+                bucket: buckets.Bucket = buckets.ANY) -> dict:
+  """Slot values in [2, max_operand] for which every step stays in the non-negative integers,
+  their multiset (`numbers`) in `bucket`; EmptyBucket when MAX_TRIES draws find none."""
   for _ in range(MAX_TRIES):
     values = {s: rand.randint(2, max_operand) for s in slots(template)}
-    if evaluate(template, values) is not None:
+    if evaluate(template, values) is not None and bucket.holds("numbers",
+                                                               numbers(template, values)):
       return values
-  raise ValueError(f"template {template.name!r}: no valid numbers in {MAX_TRIES} draws")
+  raise buckets.EmptyBucket(f"no valid numbers of the {bucket.name} bucket in {MAX_TRIES} "
+                            "draws")
 
 
 def render(template: Template, values: dict, name: str, item: str) -> dict:
@@ -189,8 +217,10 @@ def render(template: Template, values: dict, name: str, item: str) -> dict:
               answer="\n".join(lines + [f"#### {results[-1]}"]))
 
 
-def make(template: Template, rand: random.Random, max_operand: int) -> dict:
-  """One problem of `template`: its record, plus the template's name."""
-  values = draw_values(template, rand, max_operand)
-  name, item = rand.choice(NAMES), rand.choice(template.items)
+def make(template: Template, rand: random.Random, max_operand: int,
+         bucket: buckets.Bucket = buckets.ANY) -> dict:
+  """One problem of `template`, its numbers and name from `bucket`: its record, plus the
+  template's name."""
+  values = draw_values(template, rand, max_operand, bucket)
+  name, item = bucket.choice(rand, "person", NAMES), rand.choice(template.items)
   return dict(**render(template, values, name, item), template=template.name)

@@ -1,12 +1,15 @@
 """The third skill: string transformations answered in plain text ({question, answer}), scored
 by exact match of the answer's first line (llm_eval/exact_match.py).
 
-Words come from code_skill.WORDS; answers never start or end with a space (the scorer strips).
+Words come from code_skill.WORDS, a split's from its own bucket (buckets.py: no validation or
+test question quotes a word of a training question); answers never start or end with a space
+(the scorer strips).
 """
 
 import random
 from typing import NamedTuple
 
+from compgen_jax.llm_data import buckets
 from compgen_jax.llm_data.code_skill import WORDS
 
 VOWELS = "aeiou"
@@ -46,6 +49,10 @@ def _repeat_word(v):
   return " ".join([v["w"]] * v["k"])
 
 
+def _first_word(v):
+  return v["p"].split()[0]
+
+
 T = Template
 TEMPLATES = (
     T("reverse_word", 'Write the word "{w}" backwards.', lambda v: v["w"][::-1]),
@@ -83,14 +90,19 @@ TEMPLATES = (
     T("final_word", 'Which word does "{p}" end with?', _last_word),
     T("swap_ends", 'Exchange the first and the last word of "{p}".', _swap_ends),
     T("word_times", 'Say "{w}" {k} times, with a space between.', _repeat_word),
+    # The default validation task (config.py), a word-level one as the presets' test tasks,
+    # and its rewording (held out with it by default; the presets train it)
+    T("first_word", 'What is the first word of "{p}"?', _first_word),
+    T("opening_word", 'Which word does "{p}" start with?', _first_word),
 )
 BY_NAME = {t.name: t for t in TEMPLATES}
 
 
-def make(template: Template, rand: random.Random) -> dict:
-  """One problem of `template`: {question, answer, template}."""
-  w = rand.choice(WORDS)
+def make(template: Template, rand: random.Random, bucket: buckets.Bucket = buckets.ANY) -> dict:
+  """One problem of `template`, its words from `bucket`: {question, answer, template}."""
+  words = bucket.pool("word", WORDS)
+  w = rand.choice(words)
   values = dict(w=w, c=rand.choice(w), k=rand.randint(2, 3),
-                p=" ".join(rand.choice(WORDS) for _ in range(rand.randint(2, 4))))
+                p=" ".join(rand.choice(words) for _ in range(rand.randint(2, 4))))
   return dict(question=template.question.format(**values), answer=template.answer(values),
               template=template.name)

@@ -1,6 +1,6 @@
 """The registry of benchmarks, read from local jsonl files: the logit-composition paper's four,
-and the four skills llm_data generates (arith in GSM8K's protocol, funcs and cross in
-HumanEval+'s, strings by exact match; issue 38's CPU-sized LLM study).
+and the four skills llm_data generates (arith in GSM8K's protocol, strict-match by default,
+funcs and cross in HumanEval+'s, strings by exact match; issue 38's CPU-sized LLM study).
 
 Each Benchmark turns its files into Problems (the exact prompt, and what scoring needs) and
 stop-truncated completions into one JSON-serialisable dict per problem with at least "correct"
@@ -15,7 +15,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "math": hendrycks_math.BENCHMARK,
     "humaneval_plus": evalplus.HUMANEVAL_PLUS,
     "mbpp_plus": evalplus.MBPP_PLUS,
-    "arith": gsm8k.BENCHMARK._replace(name="arith"),
+    "arith": gsm8k.ARITH,
     "funcs": evalplus.make("funcs", "humaneval"),
     "strings": exact_match.make("strings"),
     "cross": evalplus.make("cross", "humaneval"),

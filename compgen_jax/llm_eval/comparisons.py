@@ -31,6 +31,11 @@ the gold most frequent among the *other* scored problems (ties: the first as tex
 problem's own gold picks its answer: the majority-class baseline, cross-validated
 (leave-one-out) on the scored problems. An expert that does not lead it has not shown its skill
 beyond guessing the answers' distribution.
+
+The trivial baselines (llm_eval/baselines.py; issue 55), scored as systems of kind "baseline"
+at seed 0 (deterministic, so their rows stand for every seed, as the background's): each expert
+is judged against the strongest of them on its own benchmark, the one of the highest accuracy
+in the summary (ties: the first scored), besides the background.
 """
 
 import os
@@ -57,6 +62,8 @@ SKILL_BENCHMARKS = {"math": ("gsm8k", "math"), "coding": ("humaneval_plus", "mbp
 MERGES = ("task_arithmetic", "weight_average")
 JOINT = "joint"  # the study's model fine-tuned on the merged experts' skills at once
 MAJORITY = "majority answer"  # the leave-one-out majority answer (module doc), as a system
+BASELINE = "baseline"  # a trivial baseline's kind in the summary rows
+STRONGEST = "expert against the strongest trivial baseline, own skill"
 
 
 def seed_dir(workdir: str, seed: int) -> str:
@@ -203,6 +210,17 @@ def skill_benchmarks(model: str) -> tuple[str, ...]:
   return SKILL_BENCHMARKS.get(model, (model,))
 
 
+def strongest_baseline(summary: list[dict], benchmark: str) -> str | None:
+  """The trivial baseline of the highest accuracy on `benchmark` (the first scored on ties), or
+  None when none is scored there."""
+  best = None
+  for r in summary:
+    if r["benchmark"] == benchmark and r["kind"] == BASELINE and (
+        best is None or r["accuracy"] > best["accuracy"]):
+      best = r
+  return None if best is None else best["system"]
+
+
 def comparisons(summary: list[dict]) -> list[Comparison]:
   """The comparisons the study asks for, from the summary rows' kinds and members: each expert
   (a single model that a composition has as a member) against the background on its own skill;
@@ -221,6 +239,8 @@ def comparisons(summary: list[dict]) -> list[Comparison]:
          for e in experts if background in systems for b in own(e)]
   out += [Comparison("expert against the majority answer, own skill", b, e, MAJORITY)
           for e in experts for b in own(e)]
+  out += [Comparison(STRONGEST, b, e, best) for e in experts for b in own(e)
+          if (best := strongest_baseline(summary, b)) is not None]
   for c in composed:
     out += [Comparison("composition against its member, the member's skill", b, c["system"], e)
             for e in c["members"][1:] if e in systems for b in own(e)]

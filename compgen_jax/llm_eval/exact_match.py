@@ -44,6 +44,7 @@ def score(problems: list[Problem], completions: list[str],
 
 
 def make(name: str) -> Benchmark:
-  """An exact-match benchmark named `name`, with GSM8K's settings (path, few-shot file)."""
-  return Benchmark(name, gsm8k.default_settings, gsm8k.validate, load, STOP_STRINGS, score,
-                   headline="exact match")
+  """An exact-match benchmark named `name`, with GSM8K's prompt settings (path, few-shot
+  file)."""
+  return Benchmark(name, gsm8k.prompted_settings, gsm8k.validate_prompted, load, STOP_STRINGS,
+                   score, headline="exact match")

@@ -3,7 +3,9 @@
 Prompt: the first `num_fewshot` train examples as "Question: q\\nAnswer: a", joined by blank lines,
 then the test question. Metric: exact match after lm-eval's regexes_to_ignore, with the answer
 taken by 'flexible-extract' (the last number in the completion; the paper's headline) and by
-'strict-match' (the first "#### n").
+'strict-match' (the first "#### n"); the setting `extract` picks which one is "correct" (GSM8K:
+flexible, the paper's; the study's arith: strict, so a completion without "#### n" is wrong and
+a bare guessed number never passes), and every row carries both.
 """
 
 import re
@@ -21,20 +23,35 @@ STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
 IGNORE = (",", r"\$", r"(?s).*#### ", r"\.$")
 STOP_STRINGS = ("Question:", "</s>", "<|im_end|>")
 _FIELDS = {"question": str, "answer": str}
+EXTRACTS = ("flexible", "strict")
 
 
-def default_settings() -> ml_collections.ConfigDict:
+def prompted_settings() -> ml_collections.ConfigDict:
+  """The settings of a benchmark prompted as GSM8K is (this one, exact_match's)."""
   return ml_collections.ConfigDict(dict(path="", fewshot_path="", num_fewshot=8, limit=0))
 
 
-def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
-  """Settings checks and file existence, without reading the files."""
-  base.check_known(settings, prefix, default_settings())
+def default_settings(extract: str = "flexible") -> ml_collections.ConfigDict:
+  settings = prompted_settings()
+  settings.extract = extract
+  return settings
+
+
+def validate_prompted(settings: ml_collections.ConfigDict, prefix: str,
+                      defaults: ml_collections.ConfigDict | None = None) -> None:
+  """Settings checks and file existence, without reading the files (`defaults`: the known
+  settings, prompted_settings' unless given)."""
+  base.check_known(settings, prefix, defaults or prompted_settings())
   checks.integer(f"{prefix}.num_fewshot", settings.num_fewshot, low=0)
   checks.integer(f"{prefix}.limit", settings.limit, low=0)
   base.check_file(settings, prefix, "path")
   if settings.num_fewshot:
     base.check_file(settings, prefix, "fewshot_path")
+
+
+def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
+  validate_prompted(settings, prefix, default_settings())
+  checks.choice(f"{prefix}.extract", settings.extract, EXTRACTS)
 
 
 def normalize(text: str) -> str:
@@ -87,19 +104,24 @@ def load(settings: ml_collections.ConfigDict) -> list[Problem]:
 
 
 def score(problems: list[Problem], completions: list[str],
-          settings: ml_collections.ConfigDict) -> list[dict]:
-  """Per problem: flexible-extract ("correct", "extracted") and strict-match fields."""
-  del settings  # nothing to tune
+          settings: ml_collections.ConfigDict | None) -> list[dict]:
+  """Per problem: "correct" and "extracted" by the settings' `extract` (None: flexible), and
+  both rules' fields (correct_flexible, correct_strict, ...)."""
+  rule = "flexible" if settings is None else settings.extract
   out = []
   for problem, completion in zip(problems, completions, strict=True):
     gold = problem.target["gold"]
-    flexible, strict = extract_flexible(completion), extract_strict(completion)
-    out.append(dict(
-        correct=flexible is not None and normalize(flexible) == gold, extracted=flexible,
-        correct_strict=strict is not None and normalize(strict) == gold, extracted_strict=strict,
-        gold=gold))
+    found = dict(flexible=extract_flexible(completion), strict=extract_strict(completion))
+    right = {k: v is not None and normalize(v) == gold for k, v in found.items()}
+    out.append(dict(correct=right[rule], extracted=found[rule],
+                    correct_flexible=right["flexible"], extracted_flexible=found["flexible"],
+                    correct_strict=right["strict"], extracted_strict=found["strict"],
+                    gold=gold))
   return out
 
 
 BENCHMARK = Benchmark("gsm8k", default_settings, validate, load, STOP_STRINGS, score,
                       headline="flexible-extract accuracy")
+# the study's arith (llm_data): GSM8K's protocol with strict-match as its headline
+ARITH = BENCHMARK._replace(name="arith", default_settings=lambda: default_settings("strict"),
+                           headline="strict-match accuracy")

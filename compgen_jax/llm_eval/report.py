@@ -218,6 +218,10 @@ def comparisons_section(summary: list[dict], problems: list[dict]) -> str:
   than one seed, each seed's accuracy."""
   seeds = sorted({r["seed"] for r in problems})
   rows = comparisons.compare(summary, problems)
+  strongest_note = (" The strongest trivial baseline (issue 55; llm_eval/baselines.py: no "
+                    "model, scored once, its rows standing for every seed): of the baselines "
+                    "scored on the expert's own benchmark, the one of the highest accuracy "
+                    "there (ties: the first scored).")
   how = (f"{len(seeds)} seeds of expert fine-tuning ({', '.join(map(str, seeds))}): intervals "
          "resample seeds and problems independently (crossed: every seed scores the same "
          "problems), each with replacement; the background is scored once (seed 0, which "
@@ -234,7 +238,8 @@ def comparisons_section(summary: list[dict], problems: list[dict]) -> str:
       "the rows carry gold answers): each problem answered with the gold most frequent among "
       "the other scored problems (ties: the first as text), the majority-class baseline "
       "cross-validated leave-one-out. Added 2026-12-07, after that registration: its verdicts "
-      "are post hoc.",
+      "are post hoc." + (strongest_note if any(r["question"] == comparisons.STRONGEST
+                                               for r in rows) else ""),
       comparisons_table(rows) if rows else "No comparison: none of the compared pairs (an "
       "expert and the background, a composition and one of its members, a composition and a "
       "merge of its experts or the joint model) is scored here.",

@@ -15,15 +15,17 @@ import numpy as np
 from compgen_jax import checks, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.composition import spec
-from compgen_jax.llm_eval import benchmarks, comparisons, decoding, report, systems, tiny
+from compgen_jax.llm_eval import baselines, benchmarks, comparisons, decoding, report, systems, tiny
 from compgen_jax.types import CheckpointError, ConfigError
 
-# score fields besides "correct" that the summary also averages: GSM8K strict-match, MATH by the
-# authors' string comparison, HumanEval+ / MBPP+ on the base inputs only
+# score fields besides "correct" that the summary also averages: GSM8K strict-match and
+# flexible-extract, MATH by the authors' string comparison, HumanEval+ / MBPP+ on the base
+# inputs only
 # Per-problem booleans summarized as fractions; `isolated`: whether generated code ran in the
 # sandbox (evalplus.py), so a report can say which numbers were scored unisolated.
-SECONDARY = {"correct_strict": "accuracy_strict", "correct_authors": "accuracy_authors",
-             "base": "accuracy_base", "isolated": "scored_isolated"}
+SECONDARY = {"correct_strict": "accuracy_strict", "correct_flexible": "accuracy_flexible",
+             "correct_authors": "accuracy_authors", "base": "accuracy_base",
+             "isolated": "scored_isolated"}
 
 
 def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
@@ -41,6 +43,8 @@ def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
   checks.boolean("generate.stack_models", g.stack_models)
   checks.choice("dtype", cfg.dtype, ("float32", "bfloat16"))
   resolved = systems.resolve(cfg)
+  baselines.validate(cfg, [s.name for s in resolved if s.kind == "baseline"],
+                     {name: benchmarks.BENCHMARKS[name] for name in cfg.run})
   for name in systems.needed_models(resolved):
     path = cfg.models[name]
     if not path and not cfg.tiny_models.enabled:
@@ -61,6 +65,12 @@ def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, work
   todo = [p for p in problems if p.id not in done]
   if not todo:
     return
+  if system.kind == "baseline":
+    if baselines.applies(system.name, bench):  # else: no rows, as for a benchmark not scored
+      texts = baselines.completions(cfg, system.name, bench_name, bench, todo)
+      metric_writer.append_rows(path, baseline_rows(system, todo, texts,
+                                                    bench.score(todo, texts, settings)))
+    return
   models, params = systems.system_params(cfg, loaded, system)
   bar = metric_writer.progress_bar(len(problems), len(problems) - len(todo),
                                    desc=f"{bench_name}/{system.name}")
@@ -77,6 +87,14 @@ def run_one(cfg, loaded, system: systems.System, bench_name: str, problems, work
         for p, r, s in zip(batch, rows, scores, strict=True)])
     bar.update(len(idx))
   bar.close()
+
+
+def baseline_rows(system: systems.System, problems, texts: list[str], scores: list[dict]
+                  ) -> list[dict]:
+  """A baseline's per-problem rows in a decoded system's format: nothing generated."""
+  return [{"id": p.id, "system": system.name, "completion": t, "raw": t, "num_tokens": 0,
+           "tokens": [], "finish": "baseline", "sum_p_eos": 0.0, **s}
+          for p, t, s in zip(problems, texts, scores, strict=True)]
 
 
 def model_paths(cfg, workdir: str, names: list[str], problems: dict) -> dict[str, str]:
@@ -100,8 +118,10 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   workdir_lib.prepare(workdir, cfg)
   start = time.time()
   names = systems.needed_models(resolved)
-  loaded = systems.load(cfg, model_paths(cfg, workdir, names, problems), names, workdir)
-  print(f"[models] {', '.join(names)} ready after {time.time() - start:.0f} s", flush=True)
+  loaded = (systems.load(cfg, model_paths(cfg, workdir, names, problems), names, workdir)
+            if names else None)  # None: baselines alone
+  print(f"[models] {', '.join(names) or 'none'} ready after {time.time() - start:.0f} s",
+        flush=True)
   for bench_name in cfg.run:
     for system in resolved:
       run_one(cfg, loaded, system, bench_name, problems[bench_name], workdir)

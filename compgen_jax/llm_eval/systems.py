@@ -1,4 +1,5 @@
-"""What gets scored: single models, compositions and merges of local Gemma-2 checkpoints.
+"""What gets scored: single models, compositions and merges of local Gemma-2 checkpoints, and
+the trivial baselines (llm_eval/baselines.py: no model).
 
 Checkpoints are converted once into WORKDIR/converted/<name>-<fingerprint> (orbax), keyed by a
 fingerprint of config.json and the shards' names and sizes, so a changed checkpoint is converted
@@ -17,6 +18,7 @@ import ml_collections
 
 from compgen_jax import checks
 from compgen_jax.composition import arithmetic, spec
+from compgen_jax.llm_eval import baselines
 from compgen_jax.lm import gemma2, loading
 from compgen_jax.lm.model import Model, same_vocabulary
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
@@ -29,8 +31,8 @@ PROMPT = "{prompt}"  # a template's stand-in for the benchmark's prompt
 
 class System(NamedTuple):
   name: str
-  kind: str                   # "single", "composed" or a merge in MERGES
-  members: tuple[str, ...]    # model names: [model], [background, *experts], merged models
+  kind: str                   # "single", "composed", a merge in MERGES or "baseline"
+  members: tuple[str, ...]    # model names: [model], [background, *experts], merged models; ()
   templates: tuple[str, ...] = ()  # per member (composed): its prompt template; () = PROMPT
   weights: tuple[float, ...] = ()    # per expert (composed): lambda_i; () = the operator's
   # the step spec it decodes with (composed): `compose` with the composition's own overrides
@@ -126,9 +128,12 @@ def resolve(cfg: ml_collections.ConfigDict) -> list[System]:
       experts = tuple(cfg.merge.experts)
       members = (cfg.background,) + experts if s == "task_arithmetic" else experts
       out.append(System(s, s, members))
+    elif s in baselines.BASELINES:
+      out.append(System(s, "baseline", ()))
     else:
       raise ConfigError("systems", f"unknown system {s!r}: neither a model, a composition "
-                        f"({', '.join(cfg.compositions.keys())}) nor a merge ({', '.join(MERGES)})")
+                        f"({', '.join(cfg.compositions.keys())}), a merge ({', '.join(MERGES)}) "
+                        f"nor a baseline ({', '.join(baselines.BASELINES)})")
   if len({s.name for s in out}) != len(out):
     raise ConfigError("systems", f"names repeat: {list(cfg.systems)}")
   return out

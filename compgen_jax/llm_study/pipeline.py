@@ -127,14 +127,17 @@ def model_dirs(cfg, workdir: str, seed: int = 0, recipe: str = "") -> dict[str, 
 def score_config(cfg, workdir: str, split: str, seed: int = 0,
                  recipe: str = "") -> ml_collections.ConfigDict:
   """The score section as configs/llm.py reads it: the trained models' exports (the experts'
-  seed `seed` of `recipe`), the split's benchmark files (build.benchmark_settings), the
-  benchmarks of `run` that have the split; past seed 0, only the systems that use an expert."""
+  seed `seed` of `recipe`), the split's benchmark files (build.benchmark_settings) and the
+  baselines' training files (build.train_files), the benchmarks of `run` that have the split;
+  past seed 0, only the systems that use an expert (the background and the baselines are the
+  same at every seed: scored once)."""
   out = ml_collections.ConfigDict(cfg.score.to_dict())
   for name, path in model_dirs(cfg, workdir, seed, recipe).items():
     out.models[name] = path
   if seed:
     out.systems = tuple(s.name for s in systems.resolve(cfg.score)
-                        if set(s.members) != {cfg.score.background})
+                        if s.kind != "baseline" and set(s.members) != {cfg.score.background})
+  out.baselines.train.update(build.train_files(os.path.join(workdir, DATA_DIR)))
   have = build.benchmark_settings(os.path.join(workdir, DATA_DIR), split)
   out.run = tuple(name for name in cfg.score.run if name in have)
   for name in out.run:
@@ -155,7 +158,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   checks.boolean("study.joint", cfg.study.joint)
   checks.integer("study.seeds", cfg.study.seeds, low=1)
   checks.integer("study.drift_rows", cfg.study.drift_rows, low=1)
-  checks.choices("study.splits", cfg.study.splits, ("test", "seen"))
+  checks.choices("study.splits", cfg.study.splits, ("test", "validation", "seen"))
   checks.choices("study.recipes", cfg.study.recipes, tuple(cfg.recipes), allow_empty=True)
   if len(set(cfg.study.recipes)) < len(cfg.study.recipes):
     raise ConfigError("study.recipes", f"names a recipe twice: {cfg.study.recipes}")
