@@ -199,12 +199,13 @@ def _claims_section(runs: dict) -> list[str]:
       "## Claims (claims.json)",
       "\n".join(f"- {claims_lib.RULES[k]}" for k in claims_lib.RULES),
       registration.sentence(None) + " These rules were registered after the runs committed "
-      "here by then had been made: their verdicts are post hoc.",
+      "here by then had been made: their verdicts are post hoc (each row's last column: the "
+      "commit that registered the latest of its rules).",
       table(["claim", "verdict", "ours", "composition (OOD against ID)",
-             "against the paper's value"],
+             "against the paper's value", "rule registered"],
             [[text_cell(c["claim"]), f"**{c['verdict']}**", text_cell(c["ours"]),
-              text_cell(c["composition"]), text_cell(c["against_paper"])]
-             for c in claims_lib.claims(runs)]),
+              text_cell(c["composition"]), text_cell(c["against_paper"]),
+              f"{c['registration']} ({c['rule_commit']})"] for c in claims_lib.claims(runs)]),
   ]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis.verdicts import mean_interval
+from compgen_jax.analysis.verdicts import clipped, mean_interval
 from compgen_jax.composition.spec import EOS_RULES
 from compgen_jax.letters.training import SCRATCH
 
@@ -56,8 +56,9 @@ def setting(cfg: dict) -> str:
 
 
 def interval_text(values) -> str:
-  """Mean over seeds and its 95% t-interval (analysis.verdicts.mean_interval)."""
-  ci = mean_interval(values)
+  """Mean over seeds and its 95% t-interval (analysis.verdicts.mean_interval), held inside
+  [0, 1] (exact match)."""
+  ci = clipped(mean_interval(values), (0.0, 1.0))  # exact match's bounds
   if ci is None:
     return f"{np.mean(values):.3f}"
   return f"{ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}]"
