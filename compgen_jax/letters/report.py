@@ -173,6 +173,12 @@ def render(runs: dict, results_dir: str, notes: str = "", passes: dict | None = 
       "## k experts (A>B, C>D, E>F, ...) over one background",
       table(["run", "k", "mean", "worst seed", "per seed", "|log Z|",
              "composed p(EOS) at the end", "max elsewhere"], rows_lib.k_expert_rows(runs)),
+      *(["The same k experts' baselines (`k_baselines`): one model trained on all k "
+         "substitutions (`joint`; k = 1: the expert), weight averaging and task arithmetic of "
+         "the background and the k experts, beside their composition. Exact match per seed; "
+         "the one-pass layout has no EOS (nan above).",
+         table(["run", "k", "method", "mean", "worst seed", "per seed"],
+               rows_lib.k_baseline_rows(runs))] if rows_lib.k_baseline_rows(runs) else []),
       "## Task arithmetic against composition, by fine-tuned regime",
       "Experts fine-tuned from the background in one regime (`head`: the output head alone, "
       "`top1` / `top2`: the last one or two blocks and the head, `all`): where only the head "

@@ -14,7 +14,7 @@ from compgen_jax.composition.spec import EOS_RULES
 from compgen_jax.letters.training import SCRATCH
 
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations", "k_experts",
-               "arithmetic")
+               "k_baselines", "arithmetic")
 # Evaluate-only passes over a trained run under other step specs, one folder each with the run's
 # config.json and the pass's <experiment>/results.jsonl (its rows say the spec)
 STEP_SPECS_DIR = "step_specs"
@@ -212,6 +212,22 @@ def k_expert_rows(runs: dict) -> list[list]:
                    f"{np.mean([number(r['mean_abs_log_z']) for r in rs]):.3g}",
                    *[f"{np.mean([number(r[k]) for r in rs]):.3g}" for k in (
                        "p_eos_at_eos", "max_p_eos_elsewhere")]])
+  return rows
+
+
+def k_baseline_rows(runs: dict) -> list[list]:
+  """Per run, k and method (letters/experiments.py's k_baselines), the exact match of each seed,
+  the composition of the same k experts (k_experts' rows) first."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("k_experts", []):
+      groups[(r["k"], "composition")].append(number(r["exact_match"]))
+    for r in run.get("k_baselines", []):
+      groups[(r["k"], r["method"])].append(number(r["exact_match"]))
+    if run.get("k_baselines"):
+      rows += [[name, k, method, *_seeds(em)] for (k, method), em in sorted(
+          groups.items(), key=lambda kv: kv[0][0])]
   return rows
 
 
