@@ -107,6 +107,20 @@ reproduce-cpu-images: $(STAMP)
 	    --sweep_dir=$(CPU_RESULTS)/images --parallel=$(CPU_PARALLEL) --evaluate --probe; \
 	  status=$$?; $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/images && exit $$status
 
+# Letters at the authors' own setting (configs/letters.py:authors: one pass per position,
+# independent inits, GPT-2's init): k = 1..8 experts composed over one background, and the
+# baselines (joint, weight averaging, task arithmetic) of the two pairs and of each k, into
+# results/cpu/letters/runs/authors_position_gpt2_k (its rows are committed, not its
+# checkpoints), then the letters report and the claims table. Estimated time (one timed
+# short run): results/cpu/letters/notes.md.
+LETTERS_K_DIR ?= $(CPU_RESULTS)/letters/runs/authors_position_gpt2_k
+.PHONY: reproduce-cpu-letters-k
+reproduce-cpu-letters-k: $(STAMP)
+	$(PY) experiments/train.py --config=configs/letters.py:authors --workdir=$(LETTERS_K_DIR) \
+	    --config.experiments="('substitution','baselines','k_experts','k_baselines')"
+	$(PY) experiments/report.py --dir=$(CPU_RESULTS)/letters
+	$(MAKE) claims-cpu
+
 # Issue 38's LLM study (configs/llm_study.py): llm_data's corpora, skills and tokenizer, a
 # Gemma-2 background, an expert per skill fine-tuned from it (3 seeds; quick: 1), every system
 # (background, experts, compositions, merges, joint) scored on each skill's held-out-template

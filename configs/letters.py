@@ -3,6 +3,10 @@
   python experiments/train.py --config=configs/letters.py:quick --workdir=/tmp/letters_quick
   python experiments/train.py --config=configs/letters.py:paper --workdir=workdirs/letters \
       --config.num_seeds=5 --config.experiments="('substitution','baselines')"
+  # k = 1..8 experts and every baseline at the authors' own setting (`make
+  # reproduce-cpu-letters-k`; its estimated time: results/cpu/letters/notes.md)
+  python experiments/train.py --config=configs/letters.py:authors --workdir=W \
+      --config.experiments="('substitution','baselines','k_experts','k_baselines')"
 
 Presets: `authors` (the authors' notebook: a GPT-2-like position-aligned transducer over the 27
 symbols, learned positions, tied head, 10,000 AdamW steps at batch 1 and a constant 3e-4,
@@ -26,6 +30,9 @@ from compgen_jax.composition import spec
 from compgen_jax.letters.registry import EXPERIMENTS
 
 PRESETS = ("authors", "paper", "quick", "tiny")
+# Experiments a preset runs only when named: k_baselines trains a joint model per k (k_max - 1
+# more models than k_experts).
+OPT_IN = ("k_baselines",)
 # The authors' qualitative strings (their notebook, composing A>K with M>B).
 AUTHORS_STRINGS = ("AMMA", "HELLO", "MAP", "GAMMA", "AAA MMM", "TEST AM")
 
@@ -48,7 +55,8 @@ def base() -> ml_collections.ConfigDict:
   cfg.seed = 0
   cfg.num_seeds = 3
   cfg.init = "independent"  # independent (the authors' code) | shared (one init per seed)
-  cfg.experiments = tuple(EXPERIMENTS)  # a subset of compgen_jax/letters/registry.py's
+  # a subset of compgen_jax/letters/registry.py's: all but the opt-in ones
+  cfg.experiments = tuple(n for n in EXPERIMENTS if n not in OPT_IN)
   cfg.model = ml_collections.ConfigDict(dict(
       width=64, num_layers=2, num_heads=2, mlp_ratio=4,
       positions="rotary",  # rotary | learned | none

@@ -27,7 +27,8 @@ written by make.
 def _claim(experiment, claim, verdict="shown", figure=None, **extra):
   return {"experiment": experiment, "claim": claim, "paper": "1.0", "ours": "0.93 ± 0.01 (2 seeds)",
           "seeds": 2, "verdict": verdict, "figure": figure, "note": "", "composition": "gap 0.01",
-          "against_paper": "reaches it", **extra}
+          "against_paper": "reaches it", "rules": ["rises_tasks"], "rule_commit": "abc1234",
+          "registration": "post hoc", **extra}
 
 
 @pytest.fixture
@@ -57,17 +58,17 @@ def test_table_goes_between_markers_after_the_first_paragraph(results):
   assert head == README.split("\n\n| experiment")[0] + "\n\n"  # heading + first paragraph
   assert tail == "\n\n| experiment" + README.split("\n\n| experiment")[1]  # the rest untouched
   assert ("| claim | paper | ours (mean ± s.d., seeds) | verdict | composition (OOD against ID) "
-          "| against the paper's value | figure |") in table
+          "| against the paper's value | rule registered | figure |") in table
   assert ("| OOD rises with tasks (data_scaling) | 1.0 | 0.93 ± 0.01 (2 seeds) | **shown** | "
-          "gap 0.01 | reaches it | [ds.png](data_scaling/ds.png) |") in table
+          "gap 0.01 | reaches it | post hoc (abc1234) | [ds.png](data_scaling/ds.png) |") in table
   assert "| decodability \\| OOD (data_scaling) |" in table  # a | in a cell is escaped
   assert ("| wider is better (model_size) | 1.0 | 0.93 ± 0.01 (2 seeds) | **partial** | gap 0.01 "
-          "| reaches it | - |") in table
+          "| reaches it | post hoc (abc1234) | - |") in table
   # The summary above the table counts the verdicts: shown and reaching the paper: reproduced.
   assert ("**reproduced** (shown, and the interval reaches the paper's value or direction): 1 "
-          "(data_scaling 1).") in table
+          "(registered before its runs 0, post hoc 1; data_scaling 1).") in table
   assert "**only as a trend at CPU scale** (shown in part, or short of the paper's value): 1 " \
-      "(model_size 1)." in table
+      "(registered before its runs 0, post hoc 1; model_size 1)." in table
 
 
 def test_a_second_run_is_idempotent_and_updates_in_place(results):
@@ -159,11 +160,29 @@ def test_the_summary_counts_untestable_and_contradicted_claims():
              _claim("b", "w", "not shown", ours="0.88 vs 0.92",
                     against_paper="the paper gives a direction, no value: ours contradicts it"),
              _claim("b", "v", "not judged", against_paper="-")]
+  records[0]["registration"] = "registered before its runs"
   text = claims.summary(records)
-  assert "(shown, and the interval reaches the paper's value or direction): 1 (a 1)." in text
-  assert "the reason is in the row): 2 (a 1, b 1)." in text
-  assert "**contradicted** by these runs: 1; w (b: 0.88 vs 0.92)." in text
-  assert "without contradicting): 1 (b 1)." in text
+  assert ("(shown, and the interval reaches the paper's value or direction): 1 (registered "
+          "before its runs 1, post hoc 0; a 1).") in text
+  assert "the reason is in the row): 2 (registered before its runs 0, post hoc 2; a 1, b 1)." \
+      in text
+  assert ("**contradicted** by these runs: 1 (registered before its runs 0, post hoc 1; b 1); w "
+          "(b, post hoc: 0.88 vs 0.92).") in text
+  assert "without contradicting): 1 (registered before its runs 0, post hoc 1; b 1)." in text
+
+
+def test_each_row_says_when_its_rule_was_registered(results):
+  claims.write(str(results))
+  text = open(results / "README.md").read()
+  assert "| gap 0.01 | reaches it | post hoc (abc1234) | [ds.png](data_scaling/ds.png) |" in text
+  # a row without a known rule, or with another registration word, is refused
+  for field, value in (("rules", ["a rule nobody registered"]), ("rules", []),
+                       ("registration", "pre-registered")):
+    (results / "model_size" / "claims.json").write_text(json.dumps(
+        [_claim("model_size", "wider is better", **{field: value})]))
+    with pytest.raises(ConfigError) as error:
+      claims.write(str(results))
+    assert error.value.field == f"claims.{field}"
 
 
 def test_a_verdict_a_rerun_flips_is_marked_fragile(results):
@@ -184,8 +203,9 @@ def test_a_verdict_a_rerun_flips_is_marked_fragile(results):
       in text  # the same verdict on the rerun: not marked; the decodability claim was not rerun
   assert "| decodability \\| OOD (data_scaling) | 1.0 | 0.93 ± 0.01 (2 seeds) | **not shown** |" \
       in text
-  assert ("on another machine, `reruns/`; counted above as committed): 1; wider is better "
-          "(model_size: partial, F: not shown, G: shown).") in text
+  assert ("on another machine, `reruns/`; counted above as committed): 1 (registered before its "
+          "runs 0, post hoc 1; model_size 1); wider is better (model_size: partial, F: not shown, "
+          "G: shown).") in text
   assert open(results / "claims.json").read() == before  # the committed verdicts, as they were
   # A rerun of an experiment with no committed claims is refused before anything is written.
   os.makedirs(results / "reruns" / "F" / "nowhere")

@@ -1,6 +1,10 @@
 """The authors' letter toy (`authors` preset, 'position' layout): the preset's fields, the
 position-aligned transducer, and its composition per position on one forward pass."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,11 +12,12 @@ import optax
 import pytest
 
 from compgen_jax.composition import diagnostics
-from compgen_jax.letters import config, data, evaluate, registry, training, zoo
+from compgen_jax.letters import claims as letter_claims
+from compgen_jax.letters import config, data, evaluate, registry, report_rows, training, zoo
 from compgen_jax.letters.context import Ctx
 from compgen_jax.lm.model import forward
 from compgen_jax.types import ConfigError
-from tests.helpers import load_config
+from tests.helpers import REPO, load_config
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -193,3 +198,49 @@ def test_substitution_rows_in_the_position_layout():
   assert set(row["qualitative"]) == set(cfg.compose.qualitative)
   assert all(len(v) == len(k) and set(v) <= set(data.SYMBOLS)
              for k, v in row["qualitative"].items())
+
+
+@pytest.mark.heavy  # a tiny run through the binary, ~20 s: collected first (tests/conftest.py)
+def test_k_experts_and_their_baselines_run_at_the_authors_own_setting(tmp_path):
+  """The command of `make reproduce-cpu-letters-k` at test size: the authors preset (one pass
+  per position, independent inits, GPT-2's init) with k experts and every baseline; the letters'
+  k row reads this run and says the layout has no EOS."""
+  experiments = ("substitution", "baselines", "k_experts", "k_baselines")
+  cfg = _authors(experiments=experiments)
+  config.validate(cfg)
+  subs = list(cfg.compose.k_experts)
+  assert len(subs) == cfg.compose.k_max == 8 and cfg.model.init == "gpt2"
+  joints = [data.joint_name(subs[:k]) for k in range(2, 9)]
+  assert set(subs + joints) <= set(registry.scratch_tasks(cfg))
+  workdir = tmp_path / "runs" / "authors_k"
+  done = subprocess.run([sys.executable, os.path.join(REPO, "experiments", "train.py"),
+                         "--config=configs/letters.py:authors", f"--workdir={workdir}",
+                         f"--config.experiments={experiments!r}", *TINY], cwd=REPO,
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  run = report_rows.load_runs(str(tmp_path))["authors_k"]
+  k = {(r["k"], r["seed"]): r for r in run["k_experts"]}
+  assert sorted(k) == [(i, s) for i in (1, 2, 3) for s in (0, 1)]
+  # no EOS in the 27 symbols: its probability is undefined (jsonl keeps nan as a string)
+  assert all(np.isnan(report_rows.number(r["p_eos_at_eos"])) for r in k.values())
+  base = {(r["k"], r["method"], r["seed"]): r["exact_match"] for r in run["k_baselines"]}
+  assert {m for _, m, _ in base} == {"joint", "weight_average", "task_arithmetic_0.5",
+                                     "task_arithmetic_1"}
+  assert {i for i, _, _ in base} == {1, 2, 3}
+  assert all(0 <= report_rows.number(v) <= 1 for v in base.values())
+  assert report_rows.k_baseline_rows({"authors_k": run})[0][2] == "composition"  # k = 1 first
+  found = letter_claims.k_claim(report_rows.load_runs(str(tmp_path)))
+  assert found["ours"].startswith("authors_k (authors, one pass, per position") and \
+      "GPT-2 init" in found["ours"]
+  assert "no EOS in this layout" in found["composition"]
+
+
+# the authors' preset at test size: its layout, init, positions and head, fewer of everything
+TINY = ("--config.num_seeds=2", "--config.model.width=16", "--config.model.num_heads=1",
+        "--config.model.num_layers=1", "--config.train.num_steps=150",
+        "--config.train.batch_size=8", "--config.train.chunk_size=75",
+        "--config.train.progress=False", "--config.optim.learning_rate=1e-2",
+        "--config.data.num_train=0", "--config.data.test_size=64",
+        "--config.compose.k_experts=('A>B','C>D','E>F')", "--config.compose.k_max=3",
+        "--config.compose.pairs=(('A>B','C>D'),)", "--config.compose.eval_batch=64",
+        "--config.compose.qualitative=('AMMA',)")

@@ -4,6 +4,7 @@ its rows were made before that commit (checked on a throwaway git repository wit
 dates, then without its .git)."""
 
 import importlib
+import json
 import os
 import re
 import shutil
@@ -111,3 +112,54 @@ def test_the_committed_record_names_the_commit_that_last_changed_the_registratio
            "experiments/claims.py --record_registration, commit, and regenerate the reports")
   assert registration.registered(REPO) == from_git, stale
   assert registration.recorded_history(REPO) == registration.history(REPO), stale
+
+
+def test_each_rule_is_registered_by_the_first_commit_that_added_its_text(git_repo, tmp_path):
+  # Two rules registered a day apart; a later edit elsewhere in the file moves neither.
+  repo = git_repo
+  path = tmp_path / registration.REGISTRATION_FILE
+  path.parent.mkdir(parents=True)
+  first, second = registration.RULES["trend"], registration.RULES["margin"]
+  commits = []
+  for text, date in ((f"{first}: rises\n", "2026-12-03T20:00:00+00:00"),
+                     (f"{first}: rises\n{second}: a fifth\n", "2026-12-04T20:00:00+00:00"),
+                     (f"intro\n{first}: rises\n{second}: a fifth\n", "2026-12-05T20:00:00+00:00")):
+    path.write_text(text)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "register", date=date)
+    commits.append(_git(repo, "log", "-1", "--format=%h").strip())
+  registration.record(repo)
+  shutil.rmtree(tmp_path / ".git")  # the record alone decides
+  assert registration.status(["trend"], "2026-12-03T21:00:00", repo) == {
+      "rule_commit": commits[0], "registration": registration.BEFORE}
+  # the latest of a row's rules decides, and rows made before it are post hoc
+  assert registration.status(["trend", "margin"], "2026-12-03T21:00:00", repo) == {
+      "rule_commit": commits[1], "registration": registration.POST_HOC}
+  assert registration.status(["margin"], "2026-12-04T21:00:00", repo)["registration"] == \
+      registration.BEFORE
+  # not known when the rows were made: post hoc, never registered first by default
+  assert registration.status(["trend"], None, repo)["registration"] == registration.POST_HOC
+  with pytest.raises(DataError, match="'reaches'.*--record_registration"):
+    registration.status(["trend", "reaches"], "2026-12-09T00:00:00", repo)
+
+
+def test_every_rule_text_is_in_the_registration_file_once():
+  with open(os.path.join(REPO, registration.REGISTRATION_FILE)) as f:
+    text = f.read()
+  for rule, marker in registration.RULES.items():
+    assert text.count(marker) == 1, (rule, marker)
+
+
+def test_the_committed_record_names_each_rules_commit_and_when_the_rows_were_made():
+  if not registration.history(REPO):
+    pytest.skip("no git history of the registration file here")
+  shallow = subprocess.run(["git", "-C", REPO, "rev-parse", "--is-shallow-repository"],
+                           capture_output=True, text=True).stdout.strip()
+  if shallow == "true":
+    pytest.skip("a shallow clone")
+  with open(os.path.join(REPO, registration.REGISTERED_FILE)) as f:
+    recorded = json.load(f)
+  found = registration.from_history(REPO)
+  assert set(found["rules"]) == set(registration.RULES)  # every rule's text was committed
+  assert (recorded["rules"], recorded["rows"]) == (found["rules"], found["rows"]), (
+      "run experiments/claims.py --record_registration, commit, and regenerate the reports")

@@ -145,7 +145,19 @@ def test_layers_failing_runs_lose_the_constituents(tmp_path):
   assert "| mlp 3x64 | failing | 3 |" in text and "dense_2: 0.400 ± 0.020" in text
   flat = [(0.6, 0.61, 0.6), (0.58, 0.6, 0.59), (0.61, 0.6, 0.62)]
   _, (claim,) = sections_layers.layers(_layer_rows(flat, succeed), R2, str(tmp_path))
-  assert claim["verdict"] == "partial"  # lower than succeeding runs, but no loss with depth
+  assert claim["verdict"] == "not shown"  # lower than succeeding runs, but no loss with depth
+  # issue 57: succeeding runs that lose as much with depth leave nothing to the failing ones
+  both = [(0.95, 0.7, 0.45), (0.96, 0.72, 0.47)]
+  text, (claim,) = sections_layers.layers(_layer_rows(fail, both), R2, str(tmp_path))
+  did = np.mean([p[-1] - p[0] for p in both]) - np.mean([p[-1] - p[0] for p in fail])
+  assert claim["verdict"] == "not shown" and f"succeeding - failing {did:+.3f}" in claim["ours"]
+  # judged within each (M, K): a cell with one group only is not testable
+  rows = _layer_rows(fail, succeed)
+  for r in rows:
+    r.update({"task.num_modules": 8, "task.max_hotness": 2 if r["ood/r2"] < 0.9 else 3})
+  _, (claim,) = sections_layers.layers(rows, R2, str(tmp_path))
+  assert claim["verdict"] == "not testable here" and "M=8, K=2: not testable (3 failing, 0 " \
+      "succeeding)" in claim["ours"]
   for few in (_layer_rows(fail[:1], succeed), _layer_rows(fail, succeed[:1])):
     _, (claim,) = sections_layers.layers(few, R2, str(tmp_path))
     assert claim["verdict"] == "not testable here"

@@ -149,6 +149,9 @@ class Metric(NamedTuple):
   slug: str  # in file names
   id_key: str = ""  # the same metric on training (ID) tasks, e.g. "id/r2"
   chance: float | None = None  # a guessing student's value, drawn in figures where known
+  # the values the metric can take (R^2 at most 1; accuracies in [0, 1]): an interval of its
+  # seed mean is held inside them (readings.py), as no seed mean can leave them
+  bounds: tuple[float, float] = (-math.inf, 1.0)
 
 
 def values(rows: list[dict], key: str) -> list[float]:

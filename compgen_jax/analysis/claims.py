@@ -29,11 +29,14 @@ README_FILE = "README.md"
 RERUNS_DIR = "reruns"  # RESULTS/reruns/<machine>/<experiment>/: a sweep rerun elsewhere
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 VERDICTS = verdicts.VERDICTS
-# composition: OOD against ID (the gap); against_paper: does our interval reach the paper's value
+# composition: OOD against ID (the gap); against_paper: does our interval reach the paper's value;
+# rules: the registration.RULES judging the row; rule_commit, registration: registration.status
 CLAIM_KEYS = ("experiment", "claim", "paper", "ours", "seeds", "verdict", "figure", "note",
-              "composition", "against_paper")
+              "composition", "against_paper", "rules", "rule_commit", "registration")
 HEADER = ["claim", "paper", "ours (mean ± s.d., seeds)", "verdict",
-          "composition (OOD against ID)", "against the paper's value", "figure"]
+          "composition (OOD against ID)", "against the paper's value", "rule registered",
+          "figure"]
+REGISTRATIONS = (registration.BEFORE, registration.POST_HOC)
 # field -> (check, what it must be); figure may also be null
 _TEXT = (lambda v: isinstance(v, str), "a string")
 FIELDS = {"experiment": _TEXT, "claim": _TEXT, "paper": _TEXT, "ours": _TEXT, "note": _TEXT,
@@ -41,20 +44,35 @@ FIELDS = {"experiment": _TEXT, "claim": _TEXT, "paper": _TEXT, "ours": _TEXT, "n
           "seeds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                     "an integer >= 0"),
           "verdict": (lambda v: v in VERDICTS, "one of " + ", ".join(map(repr, VERDICTS))),
+          "rules": (lambda v: isinstance(v, list) and v and all(r in registration.RULES
+                                                                 for r in v),
+                    "a list of registration.RULES names"),
+          "rule_commit": _TEXT,
+          "registration": (lambda v: v in REGISTRATIONS, " or ".join(map(repr, REGISTRATIONS))),
           "figure": (lambda v: v is None or (isinstance(v, str) and v), "a path or null")}
 assert set(FIELDS) == set(CLAIM_KEYS)  # the validator checks exactly the record's fields
 
 
 def claim(claim_text: str, paper: str, ours: str, seeds: int, verdict: str,
           figure: str | None = None, note: str = "", *, composition: str,
-          against_paper: str) -> dict:
-  """One claims.json record (the experiment is filled in by the report) with its two readings:
-  `composition` (OOD against ID: is it composition or fit) and `against_paper` (does our
-  interval reach the paper's value; if not, why: fit, scale or a real difference)."""
+          against_paper: str, rules: tuple[str, ...]) -> dict:
+  """One claims.json record with its two readings: `composition` (OOD against ID: is it
+  composition or fit) and `against_paper` (does our interval reach the paper's value; if not,
+  why: fit, scale or a real difference), and the registration.RULES it is judged by. The
+  report fills in the experiment and, by `registered`, the registration."""
   assert verdict in VERDICTS, verdict
+  assert rules and all(r in registration.RULES for r in rules), rules
   return {"experiment": "", "claim": claim_text, "paper": paper, "ours": ours,
           "seeds": int(seeds), "verdict": verdict, "figure": figure, "note": note,
-          "composition": composition, "against_paper": against_paper}
+          "composition": composition, "against_paper": against_paper, "rules": list(rules),
+          "rule_commit": "", "registration": ""}
+
+
+def registered(record: dict, experiment: str, rows_made: str | None) -> dict:
+  """The record of `experiment`'s report, whose rows were made from `rows_made` (ISO UTC), with
+  its rule's registering commit and whether it came before those rows (registration.status)."""
+  return {**record, "experiment": experiment,
+          **registration.status(record["rules"], rows_made)}
 
 
 def claims_json(records: list[dict]) -> str:
@@ -139,6 +157,7 @@ def table(claims: list[dict], flips: dict | None = None) -> str:
   rows = [[f"{cell(c['claim'])} ({c['experiment']})", cell(c["paper"]), cell(c["ours"]),
            f"**{c['verdict']}**" + _fragile_note(flips.get((c["experiment"], c["claim"]))),
            cell(c["composition"]), cell(c["against_paper"]),
+           f"{c['registration']} ({c['rule_commit']})",
            f"[{os.path.basename(c['figure'])}]({c['figure']})" if c["figure"] else "-"]
           for c in claims]
   return summary(claims, flips) + "\n\n" + md.table(HEADER, rows)
@@ -171,33 +190,35 @@ def summary(claims: list[dict], flips: dict | None = None) -> str:
   return "\n".join([
       f"**In short** ({len(claims)} claims rows, counted from the verdicts and readings below; "
       f"rules registered in `{registration.REGISTRATION_FILE}`"
-      + (f" at commit {reg[0]} ({reg[1]} UTC, its last change); each report says whether its "
-         f"rows were made before its rules were registered, i.e. whether its verdicts are post "
-         f"hoc (a claim that says so itself had no rule registered before its runs)"
-         if reg else "") + "):",
+      + (f", last changed at commit {reg[0]} ({reg[1]} UTC); each row names the commit that "
+         f"registered the latest of its rules and says whether that came before its runs "
+         f"(*{registration.BEFORE}*) or after them (*{registration.POST_HOC}*), and every "
+         f"count below is split by it" if reg else "") + "):",
       f"- **reproduced** (shown, and the interval reaches the paper's value or direction): "
       f"{_per_experiment(reproduced)}.",
       f"- **only as a trend at CPU scale** (shown in part, or short of the paper's value): "
       f"{_per_experiment(trend)}.",
       f"- **not testable here (yet)** against the paper's claim (the verdict may still read "
       f"the composition; the reason is in the row): {_per_experiment(untestable)}.",
-      f"- **contradicted** by these runs: {len(contradicted)}"
-      + "".join(f"; {c['claim']} ({c['experiment']}: {c['ours']})" for c in contradicted) + ".",
+      f"- **contradicted** by these runs: {_per_experiment(contradicted)}"
+      + "".join(f"; {c['claim']} ({c['experiment']}, {c['registration']}: {c['ours']})"
+                for c in contradicted) + ".",
       f"- **not reproduced** (not shown or not judged, without contradicting): "
       f"{_per_experiment(other)}.",
       f"- **fragile** (the verdict flips on a rerun from scratch on another machine, "
-      f"`{RERUNS_DIR}/`; counted above as committed): {len(flipped)}"
+      f"`{RERUNS_DIR}/`; counted above as committed): {_per_experiment(flipped)}"
       + "".join(f"; {c['claim']} ({c['experiment']}: {c['verdict']}, "
                 f"{', '.join(flips[c['experiment'], c['claim']])})" for c in flipped) + "."])
 
 
 def _per_experiment(claims: list[dict]) -> str:
-  """'5 (data_scaling 2, task_support 3)'."""
+  """'5 (registered before its runs 1, post hoc 4; data_scaling 2, task_support 3)'."""
   counts: dict = {}
   for c in claims:
     counts[c["experiment"]] = counts.get(c["experiment"], 0) + 1
-  return f"{len(claims)}" + (" (" + ", ".join(f"{e} {n}" for e, n in counts.items()) + ")"
-                              if counts else "")
+  split = ", ".join(f"{r} {sum(c['registration'] == r for c in claims)}" for r in REGISTRATIONS)
+  return f"{len(claims)}" + (f" ({split}; " + ", ".join(f"{e} {n}" for e, n in counts.items())
+                              + ")" if counts else "")
 
 
 def with_table(readme: str, block: str) -> str:

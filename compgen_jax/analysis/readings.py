@@ -1,11 +1,14 @@
 """The two readings every claims row carries, and the rules that keep fit apart from composition:
 whether the students fit (ID), the architectures that fit, OOD against ID (the gap), our interval
-against the paper's value (and why it misses: fit, or a gap at this scale), the derived
-equivalence margin, and when a comparison is not testable here."""
+against the paper's value (and why it misses: fit, or a gap at this scale), the trend
+rule (a rise along a scale axis is composition only if OOD / ID rises too, or every run fits),
+the equivalence margin, and when a comparison is not testable here."""
 
 import math
+from typing import NamedTuple
 
 import numpy as np
+from scipy import stats
 
 from compgen_jax.analysis import aggregate, verdicts
 from compgen_jax.analysis import markdown as md
@@ -13,8 +16,11 @@ from compgen_jax.analysis import markdown as md
 # A comparison "A hurts (vs baseline)" is testable only when the baseline generalizes: its seed
 # mean OOD / ID at least this (the scaling law's relative target); two failures say nothing.
 BASELINE_OF_ID = 0.9
+# "Does not hurt" is within this fraction of the smallest hurt these runs show (RULES['margin']).
+EQUIVALENCE_FRACTION = 0.2
 # The phrases of the paper reading the claims table's summary counts by (one place).
 REACHES, AGREES, CONTRADICTS = "reaches it", "ours agrees", "ours contradicts it"
+HOLDS = "not told apart from it"  # the interval holds the paper's value: neither reached nor short
 AGREEMENT = (REACHES, AGREES)
 NOT_TESTABLE_YET = "not testable here yet"
 ARCHITECTURE = ("student.name", "student.mlp.width", "student.mlp.depth")
@@ -61,18 +67,22 @@ def composition(rows: list[dict], metric) -> str:
           f"{ok} of {n}")
 
 
-def against_value(ood_values, id_values, paper: float) -> str:
-  """Does the 95% t-interval of our seed mean reach the paper's value; if not, why: the
-  shortfall split into fit (paper - ID: the students do not even fit that well) and the gap
-  (ID - OOD: composition at CPU scale, a real difference only if it stays at the paper's
-  scale), the larger one named."""
-  m = verdicts.mean_interval(ood_values)
+def against_value(ood_values, id_values, paper: float,
+                  bounds: tuple[float, float] = (-math.inf, 1.0)) -> str:
+  """Does our seed mean reach the paper's value: its 95% t-interval (held inside the metric's
+  `bounds`) *reaches it* only when its lower end does (RULES['reaches']); an interval that
+  holds it is not told apart from it; short of it, why: the shortfall split into fit (paper -
+  ID: the students do not even fit that well) and the gap (ID - OOD: composition at CPU
+  scale, a real difference only if it stays at the paper's scale), the larger one named."""
+  m = verdicts.clipped(verdicts.mean_interval(ood_values), bounds)
   if m is None:
     return f"paper {paper:.2f}; not judged (one seed)"
   head = f"paper {paper:.2f}, ours {m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}]: "
-  if m.low <= paper <= m.high or (m.low > paper):
-    return head + REACHES
-  i = verdicts.mean_interval(id_values)
+  if m.low >= paper:
+    return head + REACHES + " (the interval's lower end at or above it)"
+  if m.high >= paper:
+    return head + f"{HOLDS}: the interval holds it, its lower end {m.low:.3f} below it"
+  i = verdicts.clipped(verdicts.mean_interval(id_values), bounds)
   short = paper - m.estimate
   if i is None:
     return head + f"short by {short:.3f} (no ID to tell fit from the gap)"
@@ -85,6 +95,51 @@ def against_value(ood_values, id_values, paper: float) -> str:
                  f"{main}")
 
 
+class Trend(NamedTuple):
+  judgement: verdicts.Judgement  # the trend rule's (RULES['trend'])
+  ood: verdicts.Judgement  # the rising rule on OOD alone
+
+
+def trend(groups: list[list[dict]], metric) -> Trend:
+  """A rise along a scale axis (the runs at each point, in order) read against fit
+  (RULES['trend']): OOD rises by the rising rule and, unless every run fits (ID >= FITS_ID),
+  so does OOD / ID; a rise of OOD alone where fit moves is fit, not composition."""
+  ood = verdicts.rises([aggregate.by_seed(g, metric.key) for g in groups])
+  ok, n = fits([r for g in groups for r in g], metric.id_key)
+  if n and ok == n:
+    return Trend(verdicts.Judgement(ood.ok, f"{ood.detail}; every run fits: OOD alone", ood.p),
+                 ood)
+  ratio = verdicts.rises([_ratio(g, metric) for g in groups])
+  detail = f"OOD: {ood.detail}; OOD / ID: {ratio.detail}"
+  if ood.ok is not True:
+    return Trend(verdicts.Judgement(ood.ok, detail, ood.p), ood)
+  fit = "; OOD rises, OOD / ID does not: the rise is fit" if ratio.ok is False else ""
+  return Trend(verdicts.Judgement(ratio.ok, detail + fit, max(ood.p, ratio.p)), ood)
+
+
+def _ratio(rows: list[dict], metric) -> dict | list:
+  """OOD / ID per seed ({seed: value} where seeds pair, NaN where ID is not positive)."""
+  ood, ids = (aggregate.by_seed(rows, k) for k in (metric.key, metric.id_key))
+  if isinstance(ood, dict) and isinstance(ids, dict):
+    return {s: ood[s] / ids[s] if ids[s] > 0 else math.nan for s in ood}
+  return [o / i if i > 0 else math.nan for o, i in zip(aggregate.values(rows, metric.key),
+                                                       aggregate.values(rows, metric.id_key),
+                                                       strict=True)]
+
+
+def trend_verdict(trends: list[Trend]) -> tuple[str, str]:
+  """(verdict, what it counts) of a claim over trends: 'k of n yes; OOD alone m of n yes',
+  led by 'not shown: fit at j of n' where OOD rises and OOD / ID does not."""
+  word = verdicts.overall([t.judgement for t in trends])
+  counts = (f"{verdicts.count([t.judgement for t in trends])}; OOD alone "
+            f"{verdicts.count([t.ood for t in trends])}")
+  fit = sum(t.ood.ok is True and t.judgement.ok is False for t in trends)
+  if fit:
+    counts = (f"{word}: fit at {fit} of {len(trends)} (OOD rises, OOD / ID does not); "
+              + counts)
+  return word, counts
+
+
 def baseline_generalizes(rows: list[dict], metric) -> tuple[bool, str]:
   """(the baseline's seed-mean OOD / ID >= BASELINE_OF_ID, its text); rows without an ID metric
   are taken to fit (ID 1)."""
@@ -95,13 +150,28 @@ def baseline_generalizes(rows: list[dict], metric) -> tuple[bool, str]:
   return bool(ratio >= BASELINE_OF_ID), f"baseline OOD / ID {ratio:.2f}"
 
 
-def seed_margin(baselines: list[list]) -> float:
-  """The equivalence margin: the baselines' own seed-to-seed s.d. (pooled over the settings
-  compared). A deficit inside it is no larger than what changing the seed does by itself."""
+def seed_sd(baselines: list[list]) -> float:
+  """The baselines' own seed-to-seed s.d., pooled over the settings compared."""
   xs = [verdicts.finite(b) for b in baselines]
   dof = sum(x.size - 1 for x in xs if x.size > 1)
   ss = sum(float(((x - x.mean()) ** 2).sum()) for x in xs if x.size > 1)
   return math.sqrt(ss / dof) if dof else math.nan
+
+
+def equivalence_margin(hurts: list[float]) -> float:
+  """The margin of 'does not hurt' (RULES['margin']): EQUIVALENCE_FRACTION of the smallest
+  shortfall below the baseline (seed means) among the comparisons the paper calls a hurt that
+  these runs show; NaN when none is shown (no hurt measured here to size it)."""
+  return EQUIVALENCE_FRACTION * min(hurts) if hurts else math.nan
+
+
+def passable(margin: float, sd: float, seeds: int) -> bool:
+  """Whether an outcome could pass `margin`: with no shortfall at all and the baseline's seed
+  s.d. in both settings, the interval's half-width t_(n-1) sd sqrt(2 / n) lies below it."""
+  if not (math.isfinite(margin) and math.isfinite(sd)) or seeds < verdicts.MIN_SEEDS:
+    return False
+  return bool(stats.t.ppf(0.5 + verdicts.LEVEL / 2, seeds - 1) * sd * math.sqrt(2 / seeds)
+              < margin)
 
 
 def paper_direction(word: str, contradicts: bool = False) -> str:

@@ -62,28 +62,29 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   by = (*MK, *(k for k, _ in models))
   parts = [md.claim(paper.CLAIMS["data_scaling"]),
            md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"], verdicts.RULES["per_seed"],
-                    verdicts.RULES["holm"], verdicts.RULES["level"] + f" (approaching 1: "
-                    f"{NEAR_ONE}, at the most training tasks)", verdicts.RULES["fits"]), ""]
+                    verdicts.RULES["trend"], verdicts.RULES["holm"], verdicts.RULES["level"]
+                    + f" (approaching 1: {NEAR_ONE}, at the most training tasks)",
+                    verdicts.RULES["reaches"], verdicts.RULES["fits"]), ""]
   claims = []
   for metric in metrics:
     curves = aggregate.curves_by(rows, metric.key, by)
     ids = aggregate.curves_by(rows, metric.id_key, by)
     rising, near, table, lasts = [], [], [], []
     for key, c in curves.items():
-      up = verdicts.rises([aggregate.by_seed(g.rows, metric.key) for g in c.groups])
+      up = readings.trend([g.rows for g in c.groups], metric)
       last = verdicts.at_least(aggregate.values(c.groups[-1].rows, metric.key), NEAR_ONE)
       rising.append(up)
       near.append(last)
       lasts.append(c.mean[-1])
-      table.append([*key, len(c.x), c.seeds, md.word(up.ok), up.detail, md.word(last.ok)])
+      table.append([*key, len(c.x), c.seeds, md.word(up.judgement.ok), up.judgement.detail,
+                    md.word(last.ok)])
     seeds = min((c.seeds for c in curves.values()), default=0)
     fname = f"data_scaling_{metric.slug}.png"
-    word = verdicts.overall(rising)
+    word, counted = readings.trend_verdict(rising)
     word_near = verdicts.overall(near)
     setting = "(M, K" + "".join(f", {name}" for _, name in models) + ")"
     parts += [md.fits_check(rows, metric, verdicts.FITS_ID),
-              md.verdict(f"{metric.label} rises with n_train at every {setting}", word,
-                         verdicts.count(rising)),
+              md.verdict(f"{metric.label} rises with n_train at every {setting}", word, counted),
               md.verdict(f"{metric.label} approaches 1 (>= {NEAR_ONE} at the most training "
                          f"tasks, every {setting})", word_near, verdicts.count(near))]
     note = readings.fits_note(rows, metric.id_key)
@@ -91,10 +92,11 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     best = max(curves.values(), key=lambda c: c.mean[-1])
     claims += [claims_table.claim(f"{metric.label} rises monotonically with the number of training "
                                   f"tasks at every {setting}", "rises monotonically",
-                                  f"{verdicts.count(rising)} ({n_seeds(seeds)})", seeds, word,
+                                  f"{counted} ({n_seeds(seeds)})", seeds, word,
                                   fname, note, composition="at the most tasks: "
                                   + readings.composition(most, metric),
-                                  against_paper=readings.paper_direction(word)),
+                                  against_paper=readings.paper_direction(word),
+                                  rules=("rises_tasks", "trend")),
                claims_table.claim(f"{metric.label} approaches 1 with enough training tasks",
                                   "-> 1", f"{_span(lasts)} at the most tasks ({n_seeds(seeds)})",
                                   seeds, word_near, fname, note, composition="at the most tasks: "
@@ -102,7 +104,8 @@ def data_scaling(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                                   against_paper="best setting at the most tasks, "
                                   + readings.against_value(
                                       aggregate.values(best.groups[-1].rows, metric.key),
-                                      aggregate.values(best.groups[-1].rows, metric.id_key), 1.0))]
+                                      aggregate.values(best.groups[-1].rows, metric.id_key), 1.0,
+                                      metric.bounds), rules=("near_one", "reaches"))]
     if any(k == "student.mlp.width" for k, _ in models):
       parts.append(_width_trend(rows, metric, fname, claims))
     parts += ["", md.table(["M", "K", *(name for _, name in models), "points", "seeds", "rises",
@@ -141,18 +144,22 @@ def _width_trend(rows: list[dict], metric: Metric, fname: str, claims: list) -> 
   """The scale trend inside a data sweep: rises with width at each (M, K, n_train) that has
   more than one width (appends its claim)."""
   curves = aggregate.curves_by(rows, metric.key, (*MK, "n_train"), "student.mlp.width")
-  oks = [verdicts.rises([aggregate.by_seed(g.rows, metric.key) for g in c.groups])
-         for c in curves.values() if len(c.x) > 1]
+  trends = [readings.trend([g.rows for g in c.groups], metric)
+            for c in curves.values() if len(c.x) > 1]
   seeds = min((c.seeds for c in curves.values() if len(c.x) > 1), default=0)
-  word = verdicts.overall(oks)
+  word, counted = readings.trend_verdict(trends)
   claims.append(claims_table.claim(f"{metric.label} rises with the student's width (at each "
                                    f"(M, K, n_train) with several widths)", "rises",
-                                   f"{verdicts.count(oks)} ({n_seeds(seeds)})", seeds, word, fname,
-                                   readings.fits_note(rows, metric.id_key),
+                                   f"{counted} ({n_seeds(seeds)})", seeds, word, fname,
+                                   readings.fits_note(rows, metric.id_key) + "; " + "; ".join(
+                                       f"M={k[0]}, K={k[1]}, n_train={k[2]}: {t.judgement.detail}"
+                                       for k, t in zip([k for k, c in curves.items()
+                                                        if len(c.x) > 1], trends, strict=True)),
                                    composition=readings.composition(rows, metric),
-                                   against_paper=readings.paper_direction(word)))
+                                   against_paper=readings.paper_direction(word),
+                                   rules=("rises_scale", "trend")))
   return md.verdict(f"{metric.label} rises with width at every (M, K, n_train) with several "
-                    f"widths", word, verdicts.count(oks))
+                    f"widths", word, counted)
 
 
 def with_ratio(rows: list[dict], metric: Metric) -> list[dict]:

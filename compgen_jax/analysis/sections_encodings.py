@@ -66,7 +66,8 @@ def encoding_table(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         f"K={setting['task.max_hotness']}, frac_ood={setting['frac_ood']}",
         composition=readings.composition(mine, metric),
         against_paper="OOD: " + readings.against_value(
-            aggregate.values(mine, "ood/r2"), aggregate.values(mine, "id/r2"), p_ood)))
+            aggregate.values(mine, "ood/r2"), aggregate.values(mine, "id/r2"), p_ood,
+            metric.bounds), rules=("encoding_table", "reaches")))
     id_mean = aggregate.summarize(aggregate.values(mine, "id/r2"))[0]
     bars[name] = [figures.Bar(label, v[0], v[1], v[2], paper=p, id_mean=i)
                   for label, v, p, i in (("OOD R^2", stats["ood/r2"], p_ood, id_mean),

@@ -84,7 +84,8 @@ def scaling_law(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         against_paper=_across_k(crossings, absolute, student, hotness) if len(hotness) > 1
         else f"{readings.NOT_TESTABLE_YET}: K = {', '.join(map(str, hotness))} only "
         f"and T <= {t_max}, where a power law with exponent < 1 is not told apart from other slow "
-        f"growth; the paper's sub-exponential claim needs a second K (issue 40, item 3)"))
+        f"growth; the paper's sub-exponential claim needs a second K (issue 40, item 3)",
+        rules=("scaling_law", "scaling_law_k") if len(hotness) > 1 else ("scaling_law",)))
   parts += _student_comparison(rows, by)
   # A student at two or more K is drawn per K, each with its own fit; at one K, per student.
   many = {s for s in points if len({K for (t, _, K) in crossings if t == s}) > 1}

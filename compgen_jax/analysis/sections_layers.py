@@ -39,7 +39,8 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   if not rows:
     return "", [claims_table.claim(claim_text, "lost in deeper layers", "-", 0, verdicts.NOT_JUDGED,
                                    None, "no per-layer probes of identity-encoded runs",
-                                   composition="-", against_paper="-")]
+                                   composition="-", against_paper="-",
+                                   rules=("layers", "layers_did"))]
   bar = sections_model.GENERALIZES
   fitted = readings.fitted_architectures(rows, metric.id_key)
   inside = [r for rs in fitted.values() for r in rs]
@@ -48,25 +49,13 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
               for r in rows}
   groups = {g: [r for r in rows if group_of[id(r)] == g]
             for g in ("succeeding", "failing", "unfit")}
-  first_last = {g: [(load.number(r.get(f"z/{hl[0]}/ood_r2")),
-                     load.number(r.get(f"z/{hl[-1]}/ood_r2")))
-                    for r in rs for hl in [hidden_layers([r])] if len(hl) > 1]
-                for g, rs in groups.items()}
-  fail, succ = first_last["failing"], first_last["succeeding"]
-  drop = verdicts.mean_interval([last - first for first, last in fail])
-  loses = (verdicts.Judgement(None, "fewer than 2 failing runs") if drop is None
-           else verdicts.Judgement(bool(drop.high < 0), f"last - first {drop.text()}, "
-                                   f"{len(fail)} runs", drop.p))
-  lower = (verdicts.Judgement(None, "fewer than 2 runs in a group")
-           if len(fail) < 2 or len(succ) < 2
-           else verdicts.lower([f[1] for f in fail], [s[1] for s in succ]))
   archs = ", ".join(readings.architecture_label(k) for k in fitted) or "none"
+  judgements, details = _cells(rows, group_of)
   # Both groups are needed (the claim contrasts them), inside an architecture that fits.
-  untestable = ("no architecture fits its training tasks" if not fitted else
-                None if len(fail) >= 2 and len(succ) >= 2 else
-                f"the fitted architectures ({archs}) have {len(fail)} failing and {len(succ)} "
-                f"succeeding runs with >= 2 hidden layers (2 of each needed)")
-  word = verdicts.NOT_TESTABLE if untestable else verdicts.overall([loses, lower])
+  untestable = ("no architecture fits its training tasks" if not fitted else None if judgements
+                else f"no (M, K) of the fitted architectures ({archs}) has 2 failing and 2 "
+                f"succeeding runs with >= 2 hidden layers")
+  word = verdicts.NOT_TESTABLE if untestable else verdicts.overall(judgements)
   fname = "layers_z_ood_r2.png"
   panels, body = [], []
   for architecture in aggregate.group(rows, readings.ARCHITECTURE, metric.key):
@@ -94,15 +83,10 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                     f">= {verdicts.FITS_ID}) are compared: a run of an unfit one has a low OOD "
                     f"for a reason that is not composition", f"inside them a run succeeds when "
                     f"its {metric.label} >= {bar} (absolute), else it fails",
-                    "decodability of z per layer is the OOD probe R^2 of each hidden layer; "
-                    "the first and last hidden layers are compared per run (95% t-interval of "
-                    "the mean difference over failing runs)",
-                    verdicts.RULES["lower"] + " (over runs, at the last hidden layer)",
-                    "a group needs >= 2 runs, else not testable here", verdicts.RULES["holm"]),
-           "",
-           md.judged("failing runs: decodability at the last hidden layer lower than at the "
-                     "first", loses),
-           md.judged("at the last hidden layer, failing runs lower than succeeding runs", lower),
+                    "decodability of z per layer is the OOD probe R^2 of each hidden layer",
+                    DID, "a cell needs >= 2 runs in each group; none such: not testable here",
+                    verdicts.RULES["holm"] + " (over the cells)"),
+           "", *(f"- {d}" for d in details),
            md.verdict("failing runs lose the constituents in deeper layers", word,
                       untestable or counts), "",
            md.table(["architecture", "group", "runs", *md.cell_header(metric),
@@ -110,15 +94,57 @@ def layers(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
            md.figure(fname, "per-layer decodability", f"one panel per architecture; mean ± "
                      f"s.d. over runs ({counts}); error bars only with >= 2 runs.")]
   claim = claims_table.claim(claim_text, "lost in deeper layers",
-                             f"failing runs, last vs first hidden layer: {md.word(loses.ok)} "
-                             f"({loses.detail}); last layer, failing vs succeeding: "
-                             f"{md.word(lower.ok)} ({lower.detail})",
-                             sections_model.seeds(rows, metric), word, fname,
-                             untestable or counts,
+                             f"within (M, K), failing runs' first-to-last change below "
+                             f"succeeding runs': {verdicts.count(judgements)}; "
+                             + "; ".join(details), sections_model.seeds(rows, metric), word,
+                             fname, untestable or counts,
                              composition=f"groups inside the fitted architectures ({archs}) by "
                              f"absolute OOD >= {bar}: " + (
                                  readings.composition(groups["failing"], metric) + " (failing)"
                                  if groups["failing"] else "no failing run"),
                              against_paper=readings.paper_direction(word)
-                             + "; graded data at fixed fit: the decodability_fit sweep")
+                             + "; graded data at fixed fit: the decodability_fit sweep",
+                             rules=("layers", "layers_did"))
   return "\n".join(parts), [claim]
+
+
+DID = ("within each (M, K) of a fitted architecture (a cell), each run's first-to-last hidden "
+       "layer change of decodability; failing runs lose the constituents in deeper layers when "
+       "their change is clearly below succeeding runs' (a difference in differences: 95% Welch "
+       "t-interval of the succeeding mean change minus the failing one above 0), since "
+       "succeeding runs' decodability may fall with depth too; the last layer's difference "
+       "(succeeding minus failing) beside it")
+
+
+def _change(r: dict) -> float:
+  """A run's OOD probe R^2 of z at its last hidden layer minus at its first."""
+  names = hidden_layers([r])
+  return load.number(r.get(f"z/{names[-1]}/ood_r2")) - load.number(r.get(f"z/{names[0]}/ood_r2"))
+
+
+def _cells(rows: list[dict], group_of: dict) -> tuple[list, list[str]]:
+  """(the difference-in-differences judgement of each testable cell, every cell's line)."""
+  cells: dict = {}
+  for r in rows:
+    if group_of[id(r)] != "unfit" and len(hidden_layers([r])) > 1:
+      key = (tuple(r.get(k) for k in readings.ARCHITECTURE), r.get("task.num_modules"),
+             r.get("task.max_hotness"))
+      cells.setdefault(key, {"failing": [], "succeeding": []})[group_of[id(r)]].append(r)
+  judgements, lines = [], []
+  for (arch, M, K), c in sorted(cells.items(), key=lambda kv: str(kv[0])):
+    fail, succ = c["failing"], c["succeeding"]
+    label = f"{readings.architecture_label(arch)}, M={M}, K={K}"
+    if len(fail) < 2 or len(succ) < 2:
+      lines.append(f"{label}: not testable ({len(fail)} failing, {len(succ)} succeeding)")
+      continue
+    did = verdicts.lower([_change(r) for r in fail], [_change(r) for r in succ])
+    last = verdicts.difference(*([load.number(r.get(f"z/{hidden_layers([r])[-1]}/ood_r2"))
+                                  for r in g] for g in (succ, fail)))
+    judgements.append(did)
+    lines.append(f"{label} ({len(fail)} failing, {len(succ)} succeeding): first-to-last change "
+                 f"failing {md.mean_sd(*aggregate.summarize(map(_change, fail))[:2])}, "
+                 f"succeeding {md.mean_sd(*aggregate.summarize(map(_change, succ))[:2])}; "
+                 f"failing below succeeding: {md.word(did.ok)} (succeeding - failing "
+                 f"{did.detail.removeprefix('difference ')}); last layer, succeeding - failing "
+                 f"{last.text()}")
+  return judgements, lines

@@ -36,7 +36,8 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
   keys = ("encoding.name", "student.mlp.depth", "student.mlp.width")
   parts = [md.claim(paper.CLAIMS["model_size"]),
            md.rules(verdicts.RULES["seeds"], verdicts.RULES["rises"], verdicts.RULES["per_seed"],
-                    verdicts.RULES["holm"], verdicts.RULES["fits"], WIDER),
+                    verdicts.RULES["trend"], verdicts.RULES["holm"], verdicts.RULES["fits"],
+                    WIDER),
            ""]
   claims = []
   for metric in metrics:
@@ -49,19 +50,19 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
     wider, deeper, table = [], [], []
     for enc, lines in curves.items():
       for depth, c in lines.items():
-        j = verdicts.rises([aggregate.by_seed(g.rows, metric.key) for g in c.groups])
         if len(c.x) > 1:  # a depth swept at one width says nothing about width
-          wider.append(j)
-          table.append([enc, f"depth {depth}", "width", c.seeds, md.word(j.ok), j.detail,
-                        md.fmt(aggregate.gain_per_doubling(c.x, c.mean)),
+          t = readings.trend([g.rows for g in c.groups], metric)
+          wider.append(t)
+          table.append([enc, f"depth {depth}", "width", c.seeds, md.word(t.judgement.ok),
+                        t.judgement.detail, md.fmt(aggregate.gain_per_doubling(c.x, c.mean)),
                         md.reach(aggregate.reach_at_last_gain(c.x, c.mean, GENERALIZES), c.x)])
     for enc, lines in by_width.items():
       for width, c in lines.items():
-        j = verdicts.rises([aggregate.by_seed(g.rows, metric.key) for g in c.groups])
         if len(c.x) > 1:
-          deeper.append(j)
-          table.append([enc, f"width {width}", "depth", c.seeds, md.word(j.ok), j.detail, "-",
-                        "-"])
+          t = readings.trend([g.rows for g in c.groups], metric)
+          deeper.append(t)
+          table.append([enc, f"width {width}", "depth", c.seeds, md.word(t.judgement.ok),
+                        t.judgement.detail, "-", "-"])
     seeds = min((c.seeds for lines in curves.values() for c in lines.values()), default=0)
     fname = f"model_size_{metric.slug}.png"
     fit_line = md.fits_check(rows, metric, verdicts.FITS_ID)
@@ -71,14 +72,15 @@ def model_size(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
                             ("depth", deeper, "encoding and width")):
       if not oks:  # the sweep does not vary this axis: no claim about it
         continue
-      word = verdicts.overall(oks)
+      word, counted = readings.trend_verdict(oks)
       parts.append(md.verdict(f"{metric.label} rises with {axis} at every {over}", word,
-                              verdicts.count(oks)))
+                              counted))
       claims.append(claims_table.claim(f"{metric.label} rises with the student's {axis}, for "
-                                       f"every encoding", "rises", f"{verdicts.count(oks)} "
+                                       f"every encoding", "rises", f"{counted} "
                                        f"({n_seeds(seeds)})", seeds, word, fname, note,
                                        composition=readings.composition(rows, metric),
-                                       against_paper=readings.paper_direction(word)))
+                                       against_paper=readings.paper_direction(word),
+                                       rules=("rises_scale", "trend")))
     parts += ["", md.table(["encoding", "at", "over", "seeds", "rises",
                             "detail (95% intervals)", "gain per doubling (last)",
                             f"width to {GENERALIZES} (extrapolated)"], table)]
@@ -145,7 +147,7 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
             "(finished programs are only probed) for this section."), [claims_table.claim(
                 "task decodability correlates strongly with OOD performance", "strong", "-", 0,
                 verdicts.NOT_JUDGED, None, "no probes", composition="no probes",
-                against_paper="no probes")]
+                against_paper="no probes", rules=("decodability",))]
   parts = [md.claim(paper.CLAIMS["decodability"]),
            md.rules(verdicts.RULES["correlation"] + " (here: the partial r given the run's ID "
                     "metric, so that a correlation carried by how well the students fit does "
@@ -194,7 +196,8 @@ def decodability(rows: list[dict], metrics: tuple[Metric, ...], out_dir: str):
         f"the gap ID - OOD {correlations.text(gap)}",
         against_paper=f"plain r {'reaches' if reaches else 'does not reach'} "
         f"{DECODABILITY_R} (R^2 0.95); {readings.NOT_TESTABLE_YET}: these runs move fit and "
-        f"composition together; R^2 > 0.95 at fixed fit: the decodability_fit sweep"))
+        f"composition together; R^2 > 0.95 at fixed fit: the decodability_fit sweep",
+        rules=("decodability",)))
     c = correlations.correlation(x, y)
     path = plots.scatter_png(
         x, y, os.path.join(out_dir, fname),

@@ -79,7 +79,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
           f"parameters ({programs[tf][1]:,} vs {programs[mlp][1]:,})", "transformer higher",
           f"{verdicts.count(oks)} numbers of training tasks ({n_seeds(seeds)})", seeds, word,
           fname, composition=_gap_text(rows, tf, mlp, metric),
-          against_paper=readings.paper_direction(word)))
+          against_paper=readings.paper_direction(word), rules=("transformer",)))
     ratio_rows = sections_data.with_ratio(rows, metric)
     needed = sections_data.tasks_needed(ratio_rows, ("program",))
     parts.append(f"- training tasks needed for {metric.label} >= "
@@ -103,7 +103,7 @@ def transformer_vs_mlp(rows: list[dict], metrics: tuple[Metric, ...], out_dir: s
           fname, readings.fits_note(rows, metric.id_key),
           composition=f"tasks needed by OOD / ID (the gap, not the fit); "
           f"{_gap_text(rows, tf, mlp, metric)}",
-          against_paper=readings.paper_direction(word)))
+          against_paper=readings.paper_direction(word), rules=("transformer",)))
     seeds = min((c.seeds for c in curves.values()), default=0)
     series = [sections_data.series(f"{programs[p][0]} ({programs[p][1]:,} params)", c,
                                    ids.get((p,))) for (p,), c in curves.items()]

@@ -11,10 +11,13 @@ from compgen_jax.analysis.verdicts import n_seeds
 from compgen_jax.tasks import supports
 
 KEYS = ("task.support", "task.max_hotness", "frac_ood")
-MARGIN = ("does not hurt: the 95% interval of the shortfall below the baseline ends under the "
-          "equivalence margin, derived from the data: the baselines' own seed-to-seed s.d. "
-          "(pooled over the settings compared), what a change of seed does by itself (hurts "
-          "when the interval starts above it; not judged in between)")
+MARGIN = (f"does not hurt: the 95% interval of the shortfall below the baseline ends under the "
+          f"equivalence margin, {readings.EQUIVALENCE_FRACTION} x the smallest shortfall (seed "
+          f"means) of the comparisons the paper calls a hurt that these runs show on the same "
+          f"metric (contradicted when the interval starts above it; not judged in between); not "
+          f"testable here when no hurt is shown, or when the margin is below the half-width the "
+          f"interval would have with no shortfall and the baseline's own seed s.d. "
+          f"(t_(n-1) s.d. sqrt(2 / n)): then no outcome could pass it")
 # strategy -> (the baseline it is compared with, whether the paper says it hurts)
 EXPECTED = {"pseudo_random_disconnected": ("random", True), "non_compositional": ("random", True),
             "unpopular_modules": ("random", True), "popular_modules": ("random", False),
@@ -40,45 +43,68 @@ def _baseline(groups: list[Group], strategy: str, g: Group) -> Group | None:
 
 
 def _verdicts(groups: list[Group], metric: Metric, fname: str) -> tuple[list[str], list[dict]]:
-  lines, claims = [], []
-  for strategy, (base, hurts) in EXPECTED.items():
+  """The paper's comparisons: every 'hurts' first (their shown shortfalls size the margin of
+  'does not hurt'), listed in EXPECTED's order."""
+  lines, claims, hurts = {}, {}, []
+  for strategy, (base, hurt) in sorted(EXPECTED.items(), key=lambda kv: not kv[1][1]):
     pairs = [(g, _baseline(groups, strategy, g)) for g in groups if g.key[0] == strategy]
     pairs = [(g, b) for g, b in pairs if b is not None]
-    if not pairs:
-      continue
-    margin = readings.seed_margin([aggregate.values(b.rows, metric.key) for _, b in pairs])
-    what = "clearly lower than" if hurts else f"not lower by more than {margin:.3f} than"
-    judgements, details, untestable = [], [], []
-    for g, b in pairs:
-      # Same seeds, same task: paired by seed (verdicts.RULES["paired"]).
-      a, ref = aggregate.by_seed(g.rows, metric.key), aggregate.by_seed(b.rows, metric.key)
-      testable, base_text = readings.baseline_generalizes(b.rows, metric)
-      if hurts and not testable:
-        j = verdicts.Judgement(None, f"not testable here: the baseline fails too ({base_text})")
-        untestable.append(_label(g))
-      else:
-        j = verdicts.lower(a, ref) if hurts else verdicts.within(a, ref, round(margin, 3))
-      judgements.append(j)
-      details.append(f"{_label(g)}: {g.mean:.3f} vs {b.mean:.3f}, {md.word(j.ok)} ({j.detail})")
-    word = (verdicts.NOT_TESTABLE if len(untestable) == len(pairs)
-            else verdicts.overall(judgements))
-    lines.append(md.verdict(f"{metric.label}: {strategy} {what} {base}", word,
-                            "; ".join(details)))
-    seeds = min(min(g.n, b.n) for g, b in pairs)
-    gap = "; ".join(f"{_label(g)}: " + _gap_text(g, b, metric) for g, b in pairs)
-    claims.append(claims_table.claim(
-        f"{metric.label}: {strategy} support {'hurts' if hurts else 'does not hurt'} "
-        f"(vs {base})", "hurts" if hurts else "does not hurt",
-        "; ".join(f"{_label(g)}: {md.mean_sd(g.mean, g.sd)} vs {md.mean_sd(b.mean, b.sd)}"
-                  for g, b in pairs) + f" ({n_seeds(seeds)})", seeds, word, fname,
-        f"settings compared: {verdicts.count(judgements)}"
-        + ("" if hurts else f"; equivalence margin {margin:.3f} (the baseline's seed s.d.)")
-        + (f"; not testable at {', '.join(untestable)}: the baseline does not generalize "
-           f"(OOD / ID < {readings.BASELINE_OF_ID}), so both fail" if untestable else ""),
-        composition=f"gap (ID - OOD) of {strategy} minus the baseline's, per seed: {gap}",
-        against_paper=readings.paper_direction(
-            word, contradicts=not hurts and any(j.ok is False for j in judgements))))
-  return lines, claims
+    if pairs:
+      lines[strategy], claims[strategy] = _comparison(strategy, base, hurt, pairs, metric, fname,
+                                                      hurts)
+      if hurt and claims[strategy]["verdict"] == verdicts.SHOWN:
+        hurts += [(b.mean - g.mean, f"{strategy} at {_label(g)}") for g, b in pairs]
+  return [lines[s] for s in EXPECTED if s in lines], [claims[s] for s in EXPECTED if s in claims]
+
+
+def _comparison(strategy: str, base: str, hurts: bool, pairs: list, metric: Metric, fname: str,
+                shown: list[tuple[float, str]]) -> tuple[str, dict]:
+  """One strategy against its baseline: its verdict line and claims record. `shown`: the
+  (shortfall, where) of the hurts shown so far, for the margin of a 'does not hurt'."""
+  sd = readings.seed_sd([aggregate.values(b.rows, metric.key) for _, b in pairs])
+  seeds = min(min(g.n, b.n) for g, b in pairs)
+  margin = readings.equivalence_margin([d for d, _ in shown])
+  smallest = min(shown, default=None)
+  why_not = (None if hurts else
+             "no comparison the paper calls a hurt is shown here to size the margin"
+             if not shown else None if readings.passable(margin, sd, seeds) else
+             f"the margin {margin:.3f} is below the interval's half-width with no shortfall at "
+             f"the baseline's seed s.d. {sd:.3f} over {seeds} seeds: no outcome could pass it")
+  what = "clearly lower than" if hurts else f"not lower by more than {margin:.3f} than"
+  judgements, details, untestable = [], [], []
+  for g, b in pairs:
+    # Same seeds, same task: paired by seed (verdicts.RULES["paired"]).
+    a, ref = aggregate.by_seed(g.rows, metric.key), aggregate.by_seed(b.rows, metric.key)
+    testable, base_text = readings.baseline_generalizes(b.rows, metric)
+    if hurts and not testable:
+      j = verdicts.Judgement(None, f"not testable here: the baseline fails too ({base_text})")
+      untestable.append(_label(g))
+    elif why_not:
+      j = verdicts.Judgement(None, f"not testable here: {why_not}")
+    else:
+      j = verdicts.lower(a, ref) if hurts else verdicts.within(a, ref, round(margin, 3))
+    judgements.append(j)
+    details.append(f"{_label(g)}: {g.mean:.3f} vs {b.mean:.3f}, {md.word(j.ok)} ({j.detail})")
+  word = (verdicts.NOT_TESTABLE if len(untestable) == len(pairs) or why_not
+          else verdicts.overall(judgements))
+  line = md.verdict(f"{metric.label}: {strategy} {what} {base}", word, "; ".join(details))
+  gap = "; ".join(f"{_label(g)}: " + _gap_text(g, b, metric) for g, b in pairs)
+  return line, claims_table.claim(
+      f"{metric.label}: {strategy} support {'hurts' if hurts else 'does not hurt'} "
+      f"(vs {base})", "hurts" if hurts else "does not hurt",
+      "; ".join(f"{_label(g)}: {md.mean_sd(g.mean, g.sd)} vs {md.mean_sd(b.mean, b.sd)}"
+                for g, b in pairs) + f" ({n_seeds(seeds)})", seeds, word, fname,
+      f"settings compared: {verdicts.count(judgements)}"
+      + ("" if hurts or not shown else f"; equivalence margin {margin:.3f} = "
+         f"{readings.EQUIVALENCE_FRACTION} x the smallest shown hurt ({smallest[0]:.3f}, "
+         f"{smallest[1]}); the baseline's seed s.d. {sd:.3f}")
+      + (f"; not testable here: {why_not}" if why_not else "")
+      + (f"; not testable at {', '.join(untestable)}: the baseline does not generalize "
+         f"(OOD / ID < {readings.BASELINE_OF_ID}), so both fail" if untestable else ""),
+      composition=f"gap (ID - OOD) of {strategy} minus the baseline's, per seed: {gap}",
+      against_paper=readings.paper_direction(
+          word, contradicts=not hurts and any(j.ok is False for j in judgements)),
+      rules=("support",) if hurts else ("support", "margin"))
 
 
 def _gap_text(g: Group, b: Group, metric: Metric) -> str:

@@ -36,14 +36,15 @@ from compgen_jax.analysis.aggregate import Metric
 from compgen_jax.types import ConfigError
 
 REPORT_FILE = workdir_lib.SWEEP_REPORT_FILE
+UNIT = (0.0, 1.0)  # an accuracy's bounds
 # The metrics a report shows, by the OOD key its rows carry (the family's loss writes it:
 # R^2 for regression, accuracies for classification).
 METRICS = {
     "ood/r2": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
     # Per-action chance: a uniform guess among the 5 actions.
     "ood/acc_all": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
-                           "id/acc_all"),
-                    Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2)),
+                           "id/acc_all", bounds=UNIT),
+                    Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2, UNIT)),
 }
 CLAIMS_FILE = workdir_lib.CLAIMS_FILE
 SETTING_HEADING = "## Setting against the paper's"
@@ -225,14 +226,16 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
     parts += [SETTING_HEADING, "", setting.section(index, sweep_dir), ""]
     for heading, section in experiment.sections:
       text, found = section(rows, metrics, out_dir)
-      claims += [{**c, "experiment": name} for c in found]
+      claims += [claims_table.registered(c, name, index.get("started")) for c in found]
       if text:
         parts += [f"## {heading}", "", text, ""]
   if claims:  # each verdict with its two readings, as the claims table shows them
     parts += [CLAIMS_HEADING, "", md.table(
-        ["claim", "verdict", "composition (OOD against ID)", "against the paper's value"],
+        ["claim", "verdict", "composition (OOD against ID)", "against the paper's value",
+         "rule registered"],
         [[md.text_cell(c["claim"]), f"**{c['verdict']}**", md.text_cell(c["composition"]),
-          md.text_cell(c["against_paper"])] for c in claims]), ""]
+          md.text_cell(c["against_paper"]), f"{c['registration']} ({c['rule_commit']})"]
+         for c in claims]), ""]
   parts += [RUNS_HEADING, "", runs_section(index, rows, sweep_dir), ""]
   write_claims(out_dir, claims)
   return "\n".join(parts)

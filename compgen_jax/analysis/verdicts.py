@@ -52,6 +52,15 @@ RULES = {
     "fits": f"students fit their training tasks when their ID metric is >= {FITS_ID} (beside "
             f"it, the training-batch metric's change over the last quarter of the steps, mean "
             f"± s.d. over runs: still rising means more steps would fit better)",
+    # Registered after every committed run (post hoc; REGISTRATION.md, issue 57):
+    "trend": f"a rise along a scale axis (tasks, width, depth) is yes only when OOD rises by the "
+             f"rising rule and, unless every run at its points fits (ID >= {FITS_ID}), OOD / ID "
+             f"rises by the same rule too (else the rise is fit: not shown: fit)",
+    "reaches": "a value reaches the paper's when its interval's lower end does (an interval that "
+               "holds it is not told apart from it); a bounded metric's interval is held inside "
+               "its bounds",
+    "robust": "where the runs come from a few design points (held-out fractions), a yes must "
+              "hold with each design point left out as well (leave-one-fraction-out)",
 }
 
 
@@ -86,6 +95,15 @@ def mean_interval(values) -> Interval | None:
   half = stats.t.ppf(0.5 + LEVEL / 2, x.size - 1) * se
   return Interval(float(x.mean()), float(x.mean() - half), float(x.mean() + half),
                   _p(float(x.mean()), se, x.size - 1))
+
+
+def clipped(m: Interval | None, bounds: tuple[float, float]) -> Interval | None:
+  """An interval of a bounded quantity's mean (an accuracy, an R^2 at most 1) with its ends held
+  inside `bounds`: a t-interval over 2 or 3 seeds can reach past them, where no mean can be."""
+  if m is None:
+    return None
+  low, high = bounds
+  return m._replace(low=min(max(m.low, low), high), high=max(min(m.high, high), low))
 
 
 def _p(estimate: float, se: float, dof: float) -> float:

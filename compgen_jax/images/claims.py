@@ -12,7 +12,8 @@ from compgen_jax.images import analysis
 
 EXPERIMENT = "images"
 POST_HOC = "post hoc: rule registered after the runs"
-SUCCESS = aggregate.Metric(analysis.SUCCESS, "held-out success", "ood_success", "id/success")
+SUCCESS = aggregate.Metric(analysis.SUCCESS, "held-out success", "ood_success", "id/success",
+                           bounds=(0.0, 1.0))
 DECODABILITY = analysis.DECODABILITY[0]  # the report's main decodability (best layer, t = 1)
 CLUSTER = ("program", "seed")  # the decodability rule's (program, seed) clusters
 # This experiment's prototype (results/cpu/images/README.md), not the paper: (coverage, success)
@@ -52,7 +53,7 @@ def _falls(rows: list[dict], program: str) -> bool:
 
 
 def _interval(values) -> str:
-  m = verdicts.mean_interval(list(values))
+  m = verdicts.clipped(verdicts.mean_interval(list(values)), SUCCESS.bounds)
   return "-" if m is None else f"{m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}]"
 
 
@@ -92,7 +93,7 @@ def rises_claim(rows: list[dict], figure: str) -> dict:
                    + "; ID success by coverage " + "; ".join(f"{p}: {ids[p]}" for p in programs)
                    + (" (it falls at every width: the same steps fit more combinations, so the "
                       "rise is not fit)" if all(_falls(rows, p) for p in programs) else "")),
-      against_paper=readings.paper_direction(verdict) + proto)
+      against_paper=readings.paper_direction(verdict) + proto, rules=("images_rises",))
 
 
 def decodability_claim(rows: list[dict], figure: str) -> dict:
@@ -118,7 +119,7 @@ def decodability_claim(rows: list[dict], figure: str) -> dict:
           default=0), verdict, figure, RULES["decodability"].replace("**", ""),
       composition=(f"partial r given ID {correlations.text(given)}; r with the gap ID - OOD "
                    f"{correlations.text(gap)}; " + readings.composition(rows, SUCCESS)),
-      against_paper=against)
+      against_paper=against, rules=("images_decodability",))
 
 
 def claims(rows: list[dict], rises_png: str, scatter_png: str) -> list[dict]:

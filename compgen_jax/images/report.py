@@ -149,14 +149,17 @@ def write(workdir: str, out_dir: str | None = None) -> str:
       f"{_fmt(float(np.nanmean(concept)) if np.isfinite(concept).any() else math.nan)}, "
       f"positive in {int(np.sum(concept > 0))} of {int(np.sum(np.isfinite(concept)))} runs.", "",
   ]
-  found = claims_lib.claims(rows, SUCCESS_PNG, SCATTER_PNG)
+  started = workdir_lib.read_index(workdir).get("started")
+  found = [claims_table.registered(c, c["experiment"], started)
+           for c in claims_lib.claims(rows, SUCCESS_PNG, SCATTER_PNG)]
   text += ["## Claims (claims.json)", "",
            "\n".join(f"- {claims_lib.RULES[k]}" for k in claims_lib.RULES), "",
-           registration.sentence(workdir_lib.read_index(workdir).get("started")), "",
+           registration.sentence(started), "",
            table(["claim", "verdict", "ours", "composition (OOD against ID)",
-                  "against the paper's value"],
+                  "against the paper's value", "rule registered"],
                  [[text_cell(c["claim"]), f"**{c['verdict']}**", text_cell(c["ours"]),
-                   text_cell(c["composition"]), text_cell(c["against_paper"])] for c in found]),
+                   text_cell(c["composition"]), text_cell(c["against_paper"]),
+                   f"{c['registration']} ({c['rule_commit']})"] for c in found]),
            ""]
   files.write_text(os.path.join(out_dir, CLAIMS_FILE), claims_table.claims_json(found))
   return files.write_text(os.path.join(out_dir, REPORT_FILE), "\n".join(text))

@@ -1,4 +1,5 @@
-"""Experiments 1-5 of the letter task: substitution, length, baselines, background, k experts.
+"""Experiments 1-5 of the letter task: substitution, length, baselines, background, k experts
+(and the baselines of each k: k_baselines).
 
 Each returns table rows, one per seed and setting (registry.EXPERIMENTS lists them).
 """
@@ -145,11 +146,16 @@ def background(ctx: Ctx) -> list[dict]:
   return rows
 
 
+def k_subs(cfg) -> list[str]:
+  """The first compose.k_max substitutions of compose.k_experts: k experts are the first k."""
+  return data.parse_subs(cfg.compose.k_experts)[:cfg.compose.k_max]
+
+
 def k_experts(ctx: Ctx) -> list[dict]:
   """k = 1..k_max disjoint experts; decoding pads unused slots with the background at weight 0
   (one compile), the diagnostics see only the k experts in use."""
   cfg = ctx.cfg
-  subs_all = data.parse_subs(cfg.compose.k_experts)[:cfg.compose.k_max]
+  subs_all = k_subs(cfg)
   bg, k_max, rows = ctx.p("identity"), len(subs_all), []
   models = (ctx.m,) * (1 + k_max)
   for k in range(1, k_max + 1):
@@ -165,4 +171,24 @@ def k_experts(ctx: Ctx) -> list[dict]:
               **diag_row(d, s), "p_eos_at_eos": d["p_eos_at_eos"][s],
               "max_p_eos_elsewhere": d["max_p_eos_elsewhere"][s]}
              for s in range(cfg.num_seeds)]
+  return rows
+
+
+def k_baselines(ctx: Ctx) -> list[dict]:
+  """For k = 1..k_max (k_experts' experts; their composition is k_experts' rows): what else the
+  same models make of the k substitutions: one model trained on all k (`joint`; at k = 1 the
+  expert itself), the background's and the k experts' weights averaged, and the background plus
+  lambda x the sum of their task vectors for each compose.ta_lambdas; exact match on the k."""
+  cfg, bg, rows = ctx.cfg, ctx.p("identity"), []
+  for k in range(1, len(k_subs(cfg)) + 1):
+    subs = k_subs(cfg)[:k]
+    experts = [ctx.p(s) for s in subs]
+    methods = {"joint": ctx.single_em(ctx.p(data.joint_name(subs)), subs),
+               "weight_average": ctx.single_em(arithmetic.weight_average([bg] + experts), subs)}
+    for lam in cfg.compose.ta_lambdas:
+      methods[f"task_arithmetic_{lam:g}"] = ctx.single_em(
+          arithmetic.task_arithmetic(bg, experts, lam), subs)
+    rows += [{"k": k, "experts": ",".join(subs), "method": m, "init": cfg.init, "seed": s,
+              **em_row(ctx, em, subs, s)}
+             for m, em in methods.items() for s in range(cfg.num_seeds)]
   return rows

@@ -45,6 +45,12 @@ def _k_experts(cfg) -> list[str]:
   return list(cfg.compose.k_experts[:cfg.compose.k_max])
 
 
+def _k_joints(cfg) -> list[str]:
+  """The k experts and, for each k >= 2, the model trained on the first k substitutions."""
+  subs = experiments.k_subs(cfg)
+  return _k_experts(cfg) + [data.joint_name(subs[:k]) for k in range(2, len(subs) + 1)]
+
+
 def _violations(cfg) -> list[str]:
   return list(cfg.compose.overlap) + list(cfg.compose.chain)
 
@@ -79,6 +85,9 @@ EXPERIMENTS: dict[str, Experiment] = {
         experiments.k_experts, ("k",),
         _EM + ("num_all_sources", "mean_abs_log_z", "max_abs_log_z", "ortho_cos", "p_eos_at_eos"),
         plots.k_experts, _k_experts),
+    "k_baselines": Experiment(
+        experiments.k_baselines, ("k", "method"), _EM,
+        plots.bars(("k", "method"), "exact_match", "k_baselines"), _k_joints),
     "violations": Experiment(
         checks.violations, ("case",),
         ("exact_match_parallel", "exact_match_parallel_all_sources", "exact_match_sequential",

@@ -173,6 +173,12 @@ def render(runs: dict, results_dir: str, notes: str = "", passes: dict | None = 
       "## k experts (A>B, C>D, E>F, ...) over one background",
       table(["run", "k", "mean", "worst seed", "per seed", "|log Z|",
              "composed p(EOS) at the end", "max elsewhere"], rows_lib.k_expert_rows(runs)),
+      *(["The same k experts' baselines (`k_baselines`): one model trained on all k "
+         "substitutions (`joint`; k = 1: the expert), weight averaging and task arithmetic of "
+         "the background and the k experts, beside their composition. Exact match per seed; "
+         "the one-pass layout has no EOS (nan above).",
+         table(["run", "k", "method", "mean", "worst seed", "per seed"],
+               rows_lib.k_baseline_rows(runs))] if rows_lib.k_baseline_rows(runs) else []),
       "## Task arithmetic against composition, by fine-tuned regime",
       "Experts fine-tuned from the background in one regime (`head`: the output head alone, "
       "`top1` / `top2`: the last one or two blocks and the head, `all`): where only the head "
@@ -199,12 +205,13 @@ def _claims_section(runs: dict) -> list[str]:
       "## Claims (claims.json)",
       "\n".join(f"- {claims_lib.RULES[k]}" for k in claims_lib.RULES),
       registration.sentence(None) + " These rules were registered after the runs committed "
-      "here by then had been made: their verdicts are post hoc.",
+      "here by then had been made: their verdicts are post hoc (each row's last column: the "
+      "commit that registered the latest of its rules).",
       table(["claim", "verdict", "ours", "composition (OOD against ID)",
-             "against the paper's value"],
+             "against the paper's value", "rule registered"],
             [[text_cell(c["claim"]), f"**{c['verdict']}**", text_cell(c["ours"]),
-              text_cell(c["composition"]), text_cell(c["against_paper"])]
-             for c in claims_lib.claims(runs)]),
+              text_cell(c["composition"]), text_cell(c["against_paper"]),
+              f"{c['registration']} ({c['rule_commit']})"] for c in claims_lib.claims(runs)]),
   ]
 
 

@@ -9,12 +9,12 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis.verdicts import mean_interval
+from compgen_jax.analysis.verdicts import clipped, mean_interval
 from compgen_jax.composition.spec import EOS_RULES
 from compgen_jax.letters.training import SCRATCH
 
 EXPERIMENTS = ("substitution", "length", "baselines", "background", "violations", "k_experts",
-               "arithmetic")
+               "k_baselines", "arithmetic")
 # Evaluate-only passes over a trained run under other step specs, one folder each with the run's
 # config.json and the pass's <experiment>/results.jsonl (its rows say the spec)
 STEP_SPECS_DIR = "step_specs"
@@ -56,8 +56,9 @@ def setting(cfg: dict) -> str:
 
 
 def interval_text(values) -> str:
-  """Mean over seeds and its 95% t-interval (analysis.verdicts.mean_interval)."""
-  ci = mean_interval(values)
+  """Mean over seeds and its 95% t-interval (analysis.verdicts.mean_interval), held inside
+  [0, 1] (exact match)."""
+  ci = clipped(mean_interval(values), (0.0, 1.0))  # exact match's bounds
   if ci is None:
     return f"{np.mean(values):.3f}"
   return f"{ci.estimate:.3f} [{ci.low:.3f}, {ci.high:.3f}]"
@@ -211,6 +212,22 @@ def k_expert_rows(runs: dict) -> list[list]:
                    f"{np.mean([number(r['mean_abs_log_z']) for r in rs]):.3g}",
                    *[f"{np.mean([number(r[k]) for r in rs]):.3g}" for k in (
                        "p_eos_at_eos", "max_p_eos_elsewhere")]])
+  return rows
+
+
+def k_baseline_rows(runs: dict) -> list[list]:
+  """Per run, k and method (letters/experiments.py's k_baselines), the exact match of each seed,
+  the composition of the same k experts (k_experts' rows) first."""
+  rows = []
+  for name, run in runs.items():
+    groups = defaultdict(list)
+    for r in run.get("k_experts", []):
+      groups[(r["k"], "composition")].append(number(r["exact_match"]))
+    for r in run.get("k_baselines", []):
+      groups[(r["k"], r["method"])].append(number(r["exact_match"]))
+    if run.get("k_baselines"):
+      rows += [[name, k, method, *_seeds(em)] for (k, method), em in sorted(
+          groups.items(), key=lambda kv: kv[0][0])]
   return rows
 
 

@@ -20,6 +20,7 @@ from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis.markdown import table
 from compgen_jax.theory import plots
 
+EXPERIMENT = "theorem"  # its claims rows' experiment, and its rows in registration.ROWS
 TABLE_FILE = "theorem.jsonl"  # the theory run's rows (experiments/train.py)
 REPORT_FILE, CLAIMS_FILE = workdir_lib.REPORT_FILE, workdir_lib.CLAIMS_FILE
 NOTES_FILE = "notes.md"
@@ -155,7 +156,7 @@ def claims(rows: list[dict]) -> list[dict]:
       num_teachers, verdict, ERROR_PNG,
       RULES["rate"].replace("**", "") + (f" Pooled fit over all points: {pooled.text()}."
                                          if pooled else ""),
-      composition=NO_SPLIT, against_paper=_against(verdict))
+      composition=NO_SPLIT, against_paper=_against(verdict), rules=("theorem",))
   count = sorted(_kind(rows, "count"), key=lambda r: r["num_modules"])
   c_verdict, c_slope = count_verdict(rows)
   ours = (f"at eps {count[0]['eps']:g} with N = {count[0]['resolution']}: "
@@ -170,8 +171,9 @@ def claims(rows: list[dict]) -> list[dict]:
       ours, len(count), c_verdict, COUNT_PNG,
       RULES["count"].replace("**", "") + " Seeds here: one random teacher per M. The counts are "
       "arithmetic of the construction; what is measured is that the N they use reaches eps.",
-      composition=NO_SPLIT, against_paper=_against(c_verdict))
-  return [dict(c, experiment="theorem") for c in (rate, neurons)]
+      composition=NO_SPLIT, against_paper=_against(c_verdict), rules=("theorem",))
+  made = registration.rows_made(EXPERIMENT)
+  return [claims_table.registered(c, EXPERIMENT, made) for c in (rate, neurons)]
 
 
 def _setting(cfg: dict, rows: list[dict]) -> str:
@@ -203,6 +205,16 @@ def _setting(cfg: dict, rows: list[dict]) -> str:
   return "\n".join(lines)
 
 
+def _registered(found: list[dict]) -> str:
+  """Whether these rules came before the rows (each claim's registration.status)."""
+  if all(c["registration"] == registration.POST_HOC for c in found):
+    commits = ", ".join(sorted({c["rule_commit"] for c in found}))
+    return (f"These rules were registered (commit {commits}) after the rows here were made: "
+            f"the verdicts below are {registration.POST_HOC}.")
+  return "Registration per claim: " + "; ".join(
+      f"{c['claim']}: {c['registration']} (commit {c['rule_commit']})" for c in found) + "."
+
+
 def render(cfg: dict, rows: list[dict], notes: str = "") -> str:
   """The report's markdown (write_report draws the figures and writes claims.json)."""
   verdict, interval, within = rate_verdict(rows)
@@ -218,9 +230,9 @@ def render(cfg: dict, rows: list[dict], notes: str = "") -> str:
       notes,
       "## Setting",
       _setting(cfg, rows),
-      "## Rules (fixed before the numbers)",
+      "## Rules",
       "\n".join(f"- {RULES[k]}" for k in ("rate", "count")),
-      registration.sentence(None),
+      registration.sentence(None) + " " + _registered(claims(rows)),
       "## Sup error vs N",
       f"![error vs N]({ERROR_PNG})",
       table(["teacher", "N", "neurons", "measured sup error", "sharp bound", "paper's bound",
@@ -251,8 +263,9 @@ def render(cfg: dict, rows: list[dict], notes: str = "") -> str:
     ]
   sections += [
       "## Claims (claims.json)",
-      table(["claim", "verdict", "ours"],
-            [[c["claim"], c["verdict"], c["ours"]] for c in claims(rows)]),
+      table(["claim", "verdict", "ours", "rule registered"],
+            [[c["claim"], c["verdict"], c["ours"], f"{c['registration']} ({c['rule_commit']})"]
+             for c in claims(rows)]),
   ]
   return "\n\n".join(s for s in sections if s) + "\n"
 
