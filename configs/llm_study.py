@@ -80,6 +80,11 @@ QUICK_ARITH_TRAINING = (*data_config.OPT_IN["arith"], "boxes", "bus", "sheets", 
 # every trivial baseline (llm_eval/baselines.py), scored beside the models
 BASELINES = tuple(baselines.BASELINES)
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The background's corpus (quick and cpu): prose and python; the skills' one-line answer format
+# (qa), arith's and funcs' answer formats on control problems with no skill in them (formats:
+# llm_data/formats.py), so an expert's change is its skill and not a format every prompt would
+# see; in-context copying (repeat), which a pre-trained model brings
+BACKGROUND_SOURCES = ("prose", "python", "qa", "formats", "repeat")
 # Expert fine-tuning recipes (lm_train/recipes.py), each applied over every expert's section
 # when study.recipes names it: from the drifted end (every parameter on the skill's answers
 # alone) to experts that stay close to the background off their skill
@@ -227,7 +232,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # question format (qa) and in-context copying (repeat: the quick backgrounds, 400-1200
     # steps on prose + python, copied nothing, and the quick experts wrote the held-out tasks'
     # bodies without the prompt's names and constants; docs/llm_study.md)
-    cfg.background.corpus.sources = ("prose", "python", "qa", "repeat")
+    cfg.background.corpus.sources = BACKGROUND_SOURCES
     cfg.background.train.num_steps = CPU_BACKGROUND_STEPS
   if preset == "quick":
     # Easier than the issue's definition, so a quick-size expert can lead on held-out
@@ -255,7 +260,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # repeat 1.00M) and a constant learning rate of 1e-2: second-copy accuracy 0.93 at 900
     # steps (first copy 0.11; repeat alone at 3e-3 under warmup-cosine: 0.15 at 400 steps).
     cfg.data.corpora.max_functions = 1500
-    cfg.background.corpus.sources = ("prose", "python", "qa", "repeat")
+    cfg.background.corpus.sources = BACKGROUND_SOURCES
     cfg.background.optim.update(learning_rate=1e-2, schedule="constant")
     # Training stops at the first evaluation (every 100 steps) whose second-copy accuracy on
     # held-out repeat lines reaches QUICK_COPYING, 1,400 steps at most (the experts' time

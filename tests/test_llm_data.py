@@ -1,13 +1,15 @@
 """llm_data's build: schemas the benchmarks load, determinism, resumption, held-out templates,
 the real corpora and the tokenizer (the answers' correctness: test_llm_data_answers.py)."""
 
+import ast
 import json
 import os
+import re
 
 import pytest
 import sentencepiece as spm
 
-from compgen_jax.llm_data import build, config, corpora, math_skill
+from compgen_jax.llm_data import buckets, build, code_skill, config, corpora, math_skill
 from compgen_jax.llm_eval import runner, sandbox
 from compgen_jax.llm_eval.benchmarks import BENCHMARKS
 from compgen_jax.types import ConfigError
@@ -269,3 +271,31 @@ def test_made_sources_qa_and_repeat(tiny_llm_data):
   assert len(set(lines)) == len(lines)  # drawn, not one line repeated
   assert build.repeated_passages(directory, 5, seed=1) != build.repeated_passages(
       directory, 5, seed=0) == [t.split("\n")[0] for _, t in repeat[:5]]
+
+
+def test_formats_are_the_skills_answer_formats_without_a_skill(tiny_llm_data):
+  """arith's: a worked sentence, then "#### n" with n a number the question states (no
+  arithmetic); funcs': a body that returns what the docstring says, its doctest right; every
+  name, argument and constant from the train bucket."""
+  cfg, directory = tiny_llm_data
+  train = buckets.for_split(cfg, "train")
+  made = build.examples(directory, "formats")
+  assert len(made) == build.FORMATS_COUNT
+  arith = [(c, t) for c, t in made if c.startswith("Question: ")]
+  funcs = [(c, t) for c, t in made if c.startswith("def ")]
+  assert len(arith) == len(funcs) == build.FORMATS_COUNT // 2
+  for context, target in arith[:300]:
+    sentence, last = target.strip().split("\n")
+    number = last.removeprefix("#### ")
+    assert last.startswith("#### ") and re.findall(r"\d+", context) == [number]
+    assert number in sentence and context.endswith("?\nAnswer:")
+    person = next(n for n in math_skill.NAMES if n in context)
+    assert train.holds("person", person)
+  for prompt, body in funcs[:300]:
+    entry = prompt.split("(")[0].removeprefix("def ")
+    argument = prompt.split("(")[1].split(":")[0]
+    example, shown = prompt.split(">>> ")[1].split("\n")[:2]
+    assert code_skill.call(prompt + body, entry, [ast.literal_eval(example[len(entry) + 1:-1])]
+                           ) == ast.literal_eval(shown.strip())
+    assert train.holds("argument", argument)
+    assert body.startswith("    return ") and body.count("\n") == 1

@@ -28,6 +28,7 @@ from compgen_jax.llm_data import (
   code_skill,
   corpora,
   cross_skill,
+  formats,
   math_skill,
   strings_skill,
 )
@@ -190,7 +191,8 @@ def examples(directory: str, source: str) -> list[tuple[str, str]]:
   benchmark prompts them (context) and answers them (target: the worked answer, the body);
   repeat (a line of random prose words given twice: in-context copying, which a language model
   learns from billions of tokens of text (Olsson et al. 2022, induction heads) and a CPU-sized
-  background on prose and code did not in 800 steps; docs/llm_study.md)."""
+  background on prose and code did not in 800 steps; docs/llm_study.md); formats (control
+  problems in arith's and funcs' answer formats with no skill in them: formats.py)."""
   if source == "prose":
     return [("", r["text"]) for r in read_jsonl(os.path.join(directory, PROSE))]
   if source == "python":
@@ -202,6 +204,10 @@ def examples(directory: str, source: str) -> list[tuple[str, str]]:
              for r in read_jsonl(os.path.join(directory, PYTHON))]
     return [(question_prompt(f"What does the Python function {name} do?"), " " + summary)
             for name, summary in pairs if summary]
+  if source == "formats":
+    bucket = buckets.for_split(workdir_lib.load_config(directory), "train")
+    return [(c if kind == "funcs" else question_prompt(c), t if kind == "funcs" else " " + t)
+            for kind, c, t in formats.problems(FORMATS_COUNT, 0, bucket)]
   records = read_jsonl(os.path.join(directory, split_file(source, "train")))
   if source == "funcs":
     return [(r["prompt"], r["canonical_solution"]) for r in records]
@@ -209,8 +215,9 @@ def examples(directory: str, source: str) -> list[tuple[str, str]]:
 
 
 TOKENIZED = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
-SOURCES = (*TOKENIZED, "qa", "repeat")  # what a model may train on (qa, repeat: made from
-# python's docstrings and the prose's words)
+SOURCES = (*TOKENIZED, "qa", "repeat", "formats")  # what a model may train on (qa, repeat:
+# made from python's docstrings and the prose's words; formats: generated, formats.py)
+FORMATS_COUNT = 4000  # the formats source's control problems
 
 
 def benchmark_settings(directory: str, split: str = "test") -> dict[str, dict]:
