@@ -119,10 +119,10 @@ def candidate(target: dict, completion: str) -> str:
   return evalplus.sanitize(target["prefix"] + completion, roots[0], tuple(roots[1:]))
 
 
-def program(target: dict, candidate: str) -> str:
-  """The job's program: setup, the candidate, the tests, and the function returning the nonce
-  (defined, and so callable, only if the tests ran to their end)."""
-  return "\n\n".join([target["setup"], candidate, target["tests"],
+def program(target: dict, code: str) -> str:
+  """The job's program: setup, the candidate's code, the tests, and the function returning the
+  nonce (defined, and so callable, only if the tests ran to their end)."""
+  return "\n\n".join([target["setup"], code, target["tests"],
                       f"def {PASSED}(nonce):\n  return nonce\n"])
 
 
