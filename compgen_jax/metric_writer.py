@@ -286,7 +286,8 @@ def make_writer(names, workdir: str, resume_step: int, grid: list[dict]) -> Metr
   return Writers([WRITERS[n](workdir, resume_step, grid) for n in dict.fromkeys(names)])
 
 
-def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False):
-  """A tqdm bar over steps; updated between chunks only."""
-  return tqdm.tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True,
+def progress_bar(total: int, initial: int = 0, desc: str = "train", disable: bool = False,
+                 unit: str = "step"):
+  """A tqdm bar over steps (or other units); updated between chunks only."""
+  return tqdm.tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True,
                    disable=disable)

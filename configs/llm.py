@@ -29,6 +29,9 @@ Classifier-free guidance with guidance scale g (one model under two prompts):
 The skills llm_data generates (issue 38) are benchmarks too: --config.run="('arith', 'funcs',
 'strings', 'cross')" with each path (and arith's and strings' fewshot_path) set to the files
 llm_data.build.benchmark_settings(DIR) names.
+HumanEval and MBPP as distributed (scored by their own tests; docs/code_benchmarks.md):
+  --config.run="('humaneval', 'mbpp')" --config.benchmarks.humaneval.path=HumanEval.jsonl.gz \
+  --config.benchmarks.mbpp.path=mbpp.jsonl      # jsonl files may be gzip-compressed
 
 Trivial baselines (llm_eval/baselines.py) are systems without a model, e.g.
   --config.systems="('base', 'math', 'last_number', 'majority')" \
@@ -126,6 +129,7 @@ def _fixture_benchmarks(cfg: ml_collections.ConfigDict) -> None:
   b.math.path = os.path.join(FIXTURES, "math_test.jsonl")
   b.humaneval_plus.path = os.path.join(FIXTURES, "humaneval_plus.jsonl")
   b.mbpp_plus.path = os.path.join(FIXTURES, "mbpp_plus.jsonl")
+  b.mbpp.path = os.path.join(FIXTURES, "mbpp.jsonl")
 
 
 def get_config(preset: str = "cpu") -> ml_collections.ConfigDict:

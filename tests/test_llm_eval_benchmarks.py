@@ -17,6 +17,7 @@ FILES = {
     "math": dict(path="math_test.jsonl"),
     "humaneval_plus": dict(path="humaneval_plus.jsonl"),
     "mbpp_plus": dict(path="mbpp_plus.jsonl"),
+    "mbpp": dict(path="mbpp.jsonl"),  # MBPP as distributed (tests/test_code_benchmarks.py)
 }
 
 
@@ -40,7 +41,8 @@ def read(name):
 
 def test_registry_and_fixtures_load():
   # the generated skills' benchmarks (arith, funcs, strings, cross): tests/test_llm_data.py
-  assert set(BENCHMARKS) == set(FILES) | {"arith", "funcs", "strings", "cross"}
+  # HumanEval as distributed: the real file, tests/test_humaneval.py
+  assert set(BENCHMARKS) == set(FILES) | {"arith", "funcs", "strings", "cross", "humaneval"}
   for name in FILES:
     bench = BENCHMARKS[name]
     problems, _ = load(name)
@@ -179,12 +181,14 @@ def test_code_syntax_error():
 def test_code_exception_is_an_error():
   score = score_code("humaneval_plus", 0, "    return a // 0\n")
   assert score["status"] == "error" and "ZeroDivisionError" in score["message"]
+  assert score["failure"] == "exception"
+  assert score_code("humaneval_plus", 0, "    return a - b\n")["failure"] == "wrong_output"
 
 
 def test_code_infinite_loop_times_out():
   start = time.monotonic()
   score = score_code("humaneval_plus", 0, "    while True:\n        pass\n", timeout_s=1.0)
-  assert score["status"] == "timeout" and not score["base"]
+  assert score["status"] == "timeout" and not score["base"] and score["failure"] == "timeout"
   assert time.monotonic() - start < 3.0
 
 

@@ -2,8 +2,10 @@
 reading and settings checks. It sits below the benchmark modules so that benchmarks.py (the
 registry) can import them without a cycle."""
 
+import gzip
 import json
 import os
+import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -11,6 +13,8 @@ import ml_collections
 
 from compgen_jax import checks
 from compgen_jax.types import ConfigError, DataError
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class Problem(NamedTuple):
@@ -38,29 +42,52 @@ def truncate(completion: str, stop_strings) -> str:
   return completion[:min(cuts)] if cuts else completion
 
 
-def read_jsonl(path: str, fields: dict) -> list[tuple[int, dict]]:
-  """(0-based line index, record) for each non-blank line; `fields` maps a required field to its
-  type(s). Raises DataError naming the file (and line) for anything missing or malformed."""
+def read_lines(path: str) -> list[str]:
+  """The text lines of a jsonl file as distributed, plain or gzip-compressed (told by its first
+  bytes, not its name: HumanEval ships as .jsonl.gz). DataError in one line if it cannot be read
+  as UTF-8 text."""
   if not os.path.isfile(path):
     raise DataError(f"{path}: no such file")
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError as e:
+    raise DataError(f"{path}: cannot be read ({e.strerror or e})") from None
+  if data[:2] == GZIP_MAGIC:
+    try:
+      data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+      raise DataError(f"{path}: a damaged gzip file ({e})") from None
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); a jsonl file, "
+                    "plain or gzip-compressed, is expected") from None
+  # "\n" only: str.splitlines would also break at U+2028, which JSON strings may hold raw
+  return text.replace("\r\n", "\n").split("\n")
+
+
+def read_jsonl(path: str, fields: dict) -> list[tuple[int, dict]]:
+  """(0-based line index, record) for each non-blank line of a plain or gzip jsonl file;
+  `fields` maps a required field to its type(s). Raises DataError naming the file (and line)
+  for anything missing or malformed."""
   records = []
-  with open(path, encoding="utf-8") as f:
-    for index, line in enumerate(f):
-      if not line.strip():
-        continue
-      where = f"{path}:{index + 1}"
-      try:
-        record = json.loads(line)
-      except ValueError as e:
-        raise DataError(f"{where}: not valid JSON ({e})") from None
-      if not isinstance(record, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
-      for name, kind in fields.items():
-        if name not in record:
-          raise DataError(f"{where}: missing field {name!r}")
-        if not isinstance(record[name], kind) or isinstance(record[name], bool):
-          raise DataError(f"{where}: field {name!r} has type {type(record[name]).__name__}")
-      records.append((index, record))
+  for index, line in enumerate(read_lines(path)):
+    if not line.strip():
+      continue
+    where = f"{path}:{index + 1}"
+    try:
+      record = json.loads(line)
+    except ValueError as e:
+      raise DataError(f"{where}: not valid JSON ({e})") from None
+    if not isinstance(record, dict):
+      raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for name, kind in fields.items():
+      if name not in record:
+        raise DataError(f"{where}: missing field {name!r}")
+      if not isinstance(record[name], kind) or isinstance(record[name], bool):
+        raise DataError(f"{where}: field {name!r} has type {type(record[name]).__name__}")
+    records.append((index, record))
   if not records:
     raise DataError(f"{path}: no records")
   return records
@@ -81,6 +108,7 @@ def check_file(settings: ml_collections.ConfigDict, prefix: str, name: str) -> N
   """ConfigError if the path setting is empty (it is required), DataError if no such file."""
   path = settings[name]
   if not isinstance(path, str) or not path:
-    raise ConfigError(f"{prefix}.{name}", "required: the path of a local jsonl file")
+    raise ConfigError(f"{prefix}.{name}", "required: the path of a local jsonl file (plain or "
+                      ".jsonl.gz)")
   if not os.path.isfile(path):
     raise DataError(f"{path}: no such file ({prefix}.{name})")

@@ -46,13 +46,18 @@ def default_settings() -> ml_collections.ConfigDict:
 
 def validate(settings: ml_collections.ConfigDict, prefix: str) -> None:
   base.check_known(settings, prefix, default_settings())
+  check_execution(settings, prefix)
+  base.check_file(settings, prefix, "path")
+
+
+def check_execution(settings: ml_collections.ConfigDict, prefix: str) -> None:
+  """The settings every benchmark that runs generated code shares (default_settings' fields)."""
   checks.integer(f"{prefix}.limit", settings.limit, low=0)
   checks.positive(f"{prefix}.timeout_s", settings.timeout_s)
   checks.integer(f"{prefix}.workers", settings.workers, low=1)
   checks.integer(f"{prefix}.memory_mb", settings.memory_mb, low=64)
   checks.integer(f"{prefix}.output_mb", settings.output_mb, low=1)
   isolated(settings, prefix)
-  base.check_file(settings, prefix, "path")
 
 
 def isolated(settings: ml_collections.ConfigDict, prefix: str) -> bool:
@@ -103,12 +108,12 @@ def load(settings: ml_collections.ConfigDict, dataset: str) -> list[Problem]:
   return base.limited(problems, settings)
 
 
-def sanitize(code: str, entry_point: str) -> str:
+def sanitize(code: str, entry_point: str, also: tuple[str, ...] = ()) -> str:
   """The imports and the top-level definitions (functions, classes, assignments) that
-  entry_point reaches, after dropping trailing lines until the code parses (a generation cut
-  mid-statement) and markdown fence lines. Top-level calls, prints, asserts and `if` blocks go.
-  Like evalplus, the first definition of a name wins; unlike it, a function without `return` is
-  kept."""
+  entry_point (and the names in `also`) reach, after dropping trailing lines until the code
+  parses (a generation cut mid-statement) and markdown fence lines. Top-level calls, prints,
+  asserts and `if` blocks go. Like evalplus, the first definition of a name wins; unlike it, a
+  function without `return` is kept."""
   # Markdown fences would hide everything after them from the parse; evalplus finds the longest
   # parseable block of lines instead, at O(lines^2) parses.
   lines = [line for line in code.splitlines() if not line.startswith("```")]
@@ -129,7 +134,7 @@ def sanitize(code: str, entry_point: str) -> str:
       target = node.targets[0] if isinstance(node, ast.Assign) else node.target
       if isinstance(target, ast.Name):
         definitions.setdefault(target.id, node)
-  reached, todo = set(), [entry_point]
+  reached, todo = set(), [entry_point, *also]
   while todo:
     name = todo.pop()
     if name in definitions and name not in reached:
@@ -189,15 +194,16 @@ def _judge(result: sandbox.Result, expected: list, target: dict) -> dict:
   bad = good.index(False) if False in good else len(good)
   base_ok, plus_ok = bad >= num_base, bad == len(inputs)
   if plus_ok:
-    return dict(status="pass", base=True, plus=True, message=None)
+    return dict(status="pass", base=True, plus=True, failure=None, message=None)
   split, at = ("base", bad) if bad < num_base else ("plus", bad - num_base)
   if bad < len(good):
     message = (f"{split} input {at}: got {json.dumps(result.outputs[bad])[:100]}, expected "
                f"{json.dumps(expected[bad])[:100]}")
-    return dict(status="fail", base=base_ok, plus=False, message=message)
+    return dict(status="fail", base=base_ok, plus=False, failure="wrong_output",
+                message=message)
   message = f"{split} input {at}: {result.message}"
   return dict(status=result.status if result.status != "ok" else "error", base=base_ok,
-              plus=False, message=message)
+              plus=False, failure=sandbox.failure_kind(result), message=message)
 
 
 def _expected(problems, settings, isolated: bool) -> dict:
@@ -246,7 +252,7 @@ def make(name: str, dataset: str) -> Benchmark:
     for problem, program, result in zip(problems, programs, results, strict=True):
       reference = expected[problem.id]
       if isinstance(reference, sandbox.Result):
-        verdict = dict(status="error", base=False, plus=False,
+        verdict = dict(status="error", base=False, plus=False, failure="reference",
                        message=f"reference solution: {reference.message}")
       else:
         verdict = _judge(result, reference, problem.target)

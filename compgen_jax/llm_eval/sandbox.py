@@ -256,3 +256,25 @@ def _result(lines: list[dict], num_inputs: int, ended: str, returncode: int | No
   return Result("error", outputs, f"exited with code {returncode} before finishing")
 
 
+# Why a job failed, by the exception that ended its program (sandbox_job writes "Type: message"):
+# the kinds scoring rows report. Anything else the program raised is an "exception".
+FAILURES = ("assertion", "exception", "syntax", "timeout", "memory", "output_limit", "exit")
+_RAISED = {"AssertionError": "assertion", "MemoryError": "memory", "SyntaxError": "syntax",
+           "IndentationError": "syntax", "TabError": "syntax", "SystemExit": "exit"}
+
+
+def failure_kind(result: Result) -> str | None:
+  """One of FAILURES for a job that did not finish ("ok"), None for one that did: "exit" is a
+  program that left before finishing (sys.exit, os._exit, a fatal signal, forged result lines);
+  CPU-time exhaustion (SIGXCPU) is a "timeout"."""
+  message = result.message or ""
+  if result.status == "ok":
+    return None
+  if result.status == "timeout" or message == "killed by SIGXCPU":
+    return "timeout"
+  if message.startswith("wrote more than"):
+    return "output_limit"
+  if message.startswith(("killed by", "exited with code", "more results than")):
+    return "exit"
+  return _RAISED.get(message.split(":", 1)[0], "exception")
+
