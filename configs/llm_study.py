@@ -105,21 +105,26 @@ def _tree(spec: str) -> ml_collections.ConfigDict:
 def _score(preset: str, joint: bool) -> ml_collections.ConfigDict:
   """configs/llm.py's paper preset with the study's models: the background and an expert per
   skill (and the joint one); composed = arith x funcs (the paper's math x code), composed_3 all
-  three; the merges of arith and funcs; the four skills' benchmarks, zero-shot (the experts
+  three under the paper's operator p_b * prod p_i / p_b and composed_3_notebook under the
+  authors' notebook's (sum log p_i - log p_b: the same as the paper's for two experts, not for
+  three); the merges of arith and funcs; the four skills' benchmarks, zero-shot (the experts
   train on those prompts); float32."""
   cfg = cli.load_config_file(os.path.join(HERE, "llm.py:paper")).to_dict()
   run = ("arith", "funcs", "strings", "cross")
   cfg.update(
       models=dict(base="", arith="", funcs="", strings="", joint=""), dtype="float32",
       compositions=dict(composed=("arith", "funcs"), composed_3=SKILLS,
+                        composed_3_notebook=dict(experts=SKILLS,
+                                                 compose=dict(operator="authors")),
                         guided=("unconditional",)),
       systems=("base", *SKILLS, *(("joint",) if joint else ()), "composed", "composed_3",
-               "task_arithmetic", "weight_average", *BASELINES),
+               "composed_3_notebook", "task_arithmetic", "weight_average", *BASELINES),
       run=run, benchmarks={name: cfg["benchmarks"][name] for name in run})
   # arith by strict-match: the number after "####" (issue 55: under flexible-extract, the last
   # number of a completion, bare guessed digits passed)
   cfg["benchmarks"]["arith"]["extract"] = "strict"
   cfg["merge"]["experts"] = ("arith", "funcs")
+  cfg["compose"]["operator"] = "paper"  # the notebook's: composed_3_notebook
   for settings in cfg["benchmarks"].values():
     if "num_fewshot" in settings:
       settings["num_fewshot"] = 0
