@@ -158,7 +158,9 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
   cfg.experts = ml_collections.ConfigDict(
       {skill: _tree(f"lm_train.py:{size}_expert_{skill}") for skill in skills})
   cfg.joint = _tree(f"lm_train.py:{size}_expert_arith")
-  cfg.joint.corpus.sources = ("arith", "funcs")
+  # the joint model: the composition's two skills and their combination (cross's training
+  # problems), on the budget of the experts it stands beside (their steps summed: below)
+  cfg.joint.corpus.sources = ("arith", "funcs", "cross")
   # cpu: the issue's >= 3 seeds of expert fine-tuning; quick: 1, its 15 min (docstring)
   seeds = 3 if preset == "cpu" else 1
   # drift_rows: packed rows of each set the drift stage measures (llm_study/drift.py);
@@ -233,6 +235,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # from 0 (+4.7 pp [+0.0, +11.3]); the 250-step sizing pilot's reached 0.16. At 240: 0.21-0.22,
     # and the arith experts lead (+8.0 pp [+1.3, +18.0], results/cpu/llm)
     cfg.experts.arith.train.num_steps = cfg.experts.arith.evals.every = CPU_ARITH_STEPS
+    cfg.joint.train.num_steps = cfg.joint.evals.every = CPU_ARITH_STEPS + CPU_EXPERT_STEPS
     # the background's general abilities, which a pre-trained model brings: the skills'
     # question format (qa) and in-context copying (repeat: the quick backgrounds, 400-1200
     # steps on prose + python, copied nothing, and the quick experts wrote the held-out tasks'

@@ -98,7 +98,8 @@ def overlaps(splits: dict[str, dict[str, list[dict]]]) -> dict[tuple, dict[str, 
   for skill, by_split in splits.items():
     if skill == "cross":
       pairs = [("test", by_split["validation"], "validation")] + [
-          (split, splits["arith"]["train"], "arith train") for split in ("test", "validation")]
+          (split, splits["arith"]["train"], "arith train") for split in ("test", "validation")
+      ] + [(split, by_split["train"], "train") for split in ("test", "validation")]
       for held, other, name in pairs:
         content = shared(by_split[held], other, lambda r: arith(r) if "question" in r else cross(r))
         out["cross", held, name] = {k: v for k, v in content.items() if k != "wording"}

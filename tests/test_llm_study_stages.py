@@ -30,7 +30,7 @@ def test_each_expert_seed_is_scored_in_its_own_stages_the_background_once():
   assert second.config.systems == tuple(s for s in cfg.score.systems
                                         if s not in ("base", "nearest_train", "majority"))
   assert first.config.baselines.train.funcs == "/w/data/funcs_train.jsonl"
-  assert first.config.baselines.train.cross == "/w/data/funcs_train.jsonl"  # code answers
+  assert first.config.baselines.train.cross == "/w/data/cross_train.jsonl"  # its own
   for skill in ("arith", "funcs"):
     assert first.config.models[skill] == f"/w/expert_{skill}/export/seed_0"
     assert second.config.models[skill] == f"/w/expert_{skill}/export/seed_1"

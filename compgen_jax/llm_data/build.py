@@ -5,7 +5,9 @@ DIR/prose.jsonl   {source, text}: pydoc topics and stdlib module docstrings (cor
 DIR/python.jsonl  {path, name, prompt, body}: stdlib docstring -> body pairs
 DIR/<skill>_<split>.jsonl  arith, funcs, strings: train, test and validation (each from its
                   held-out templates and its own bucket of content: buckets.py) and seen
-                  (training templates, instances not in train); cross: test and validation.
+                  (training templates, instances not in train); cross: test, validation and
+                  train (arith's training stories as functions, in every split: the joint
+                  model's problems of the combination; instances content-disjoint)
                   Each in the schema of the benchmark of the same name (llm_eval/benchmarks.py)
 DIR/tokenizer.model  SentencePiece on every training document (lm/tokenizer.py)
 
@@ -52,8 +54,9 @@ def _function(record: dict) -> str:
   return record["prompt"].split(">>>")[0]
 
 
-# funcs: training problems are distinct prompts (a function may recur with another example, as
-# the no-constant templates hold only a dozen functions each); test problems distinct functions.
+# funcs and cross: training problems are distinct prompts (a function may recur with another
+# example, as the no-constant templates hold only a dozen functions each, and a cross story a
+# few dozen with its train-bucket names); test problems distinct functions.
 SKILLS = {
     "arith": Skill(lambda t, r, c, b: math_skill.make(t, r, c.arith.max_operand, b),
                    lambda rec: rec["question"]),
@@ -63,13 +66,14 @@ SKILLS = {
     "strings": Skill(lambda t, r, c, b: strings_skill.make(t, r, b), lambda rec: rec["question"]),
     "cross": Skill(lambda t, r, c, b: cross_skill.make(t, r, c.arith.max_operand,
                                                        c.cross.num_base, c.cross.num_plus, b),
-                   _function, "Cross"),
+                   lambda rec: rec["prompt"], "Cross", _function),
 }
 # In the order they are drawn: each leaves out every instance of the splits before it (train:
 # seen's, which shares its templates and bucket; the others' differ by construction)
 SPLITS = {"arith": ("test", "validation", "seen", "train"),
           "funcs": ("test", "validation", "seen", "train"),
-          "strings": ("test", "validation", "seen", "train"), "cross": ("test", "validation")}
+          "strings": ("test", "validation", "seen", "train"),
+          "cross": ("test", "validation", "train")}
 HELD_OUT = {"test": "test_templates", "validation": "validation_templates"}
 
 
@@ -209,14 +213,15 @@ def examples(directory: str, source: str) -> list[tuple[str, str]]:
     return [(c if kind == "funcs" else question_prompt(c), t if kind == "funcs" else " " + t)
             for kind, c, t in formats.problems(FORMATS_COUNT, 0, bucket)]
   records = read_jsonl(os.path.join(directory, split_file(source, "train")))
-  if source == "funcs":
+  if source in ("funcs", "cross"):
     return [(r["prompt"], r["canonical_solution"]) for r in records]
   return [(question_prompt(r["question"]), " " + r["answer"]) for r in records]
 
 
 TOKENIZED = ("prose", "python", "arith", "funcs", "strings")  # what the tokenizer reads
-SOURCES = (*TOKENIZED, "qa", "repeat", "formats")  # what a model may train on (qa, repeat:
-# made from python's docstrings and the prose's words; formats: generated, formats.py)
+SOURCES = (*TOKENIZED, "qa", "repeat", "formats", "cross")  # what a model may train on (qa,
+# repeat: made from python's docstrings and the prose's words; formats: generated, formats.py;
+# cross: a joint model trained on the combination)
 FORMATS_COUNT = 4000  # the formats source's control problems
 
 
@@ -234,11 +239,10 @@ def benchmark_settings(directory: str, split: str = "test") -> dict[str, dict]:
 
 def train_files(directory: str) -> dict[str, str]:
   """{llm_eval benchmark name: the training problems its trivial baselines read}
-  (llm_eval/baselines.py: nearest_train, majority): each skill's train file; cross's, funcs'
-  (cross has no training split, and its answers are function bodies, as funcs' are)."""
+  (llm_eval/baselines.py: nearest_train, majority): each benchmark's train file (cross's: the
+  joint model's training problems of the combination)."""
   path = lambda skill: os.path.join(directory, split_file(skill, "train"))  # noqa: E731
-  return dict(arith=path("arith"), funcs=path("funcs"), strings=path("strings"),
-              cross=path("funcs"))
+  return {skill: path(skill) for skill in ("arith", "funcs", "strings", "cross")}
 
 
 def _write_corpora(cfg, directory: str) -> None:

@@ -46,7 +46,9 @@ ARGS = {"ints": ("xs", "nums", "values", "numbers", "items", "data", "arr", "seq
                  "content", "source", "raw", "label", "title", "caption", "note", "remark",
                  "quote", "verse", "slogan", "motto", "greeting", "headline", "comment"),
         "n": ("n", "count", "size", "num", "length", "bound", "upto", "steps", "times",
-              "amount", "depth", "width", "rounds", "span", "reps", "quantity")}
+              "amount", "depth", "width", "rounds", "span", "reps", "quantity", "ceiling",
+              "factor", "first", "second", "third", "extra", "base", "offset", "ratio",
+              "share", "batch", "piles", "stacks", "crowd", "heap", "stock")}
 TYPES = {"ints": "list[int]", "text": "str", "n": "int"}
 
 

@@ -89,15 +89,16 @@ def data_config(preset: str = "cpu") -> ml_collections.ConfigDict:
                       "final_letter", "title_case", "twice_letters", "final_word",
                       "swap_ends", "word_times"),
       validation_templates=("first_word", "opening_word"), train_templates=()))
-  cfg.cross = ml_collections.ConfigDict(dict(num_test=200, num_validation=200, num_base=3,
-                                             num_plus=6))
+  # cross: num_train trains only a joint model trained on the combination (the upper baseline)
+  cfg.cross = ml_collections.ConfigDict(dict(num_train=2000, num_test=200, num_validation=200,
+                                             num_base=3, num_plus=6))
   cfg.tokenizer = ml_collections.ConfigDict(dict(vocab_size=4096))
   if preset == "tiny":
     cfg.corpora.update(max_functions=100, max_prose=8)
     cfg.arith.update(num_train=40, num_test=10, num_validation=6, num_seen=5)
     cfg.funcs.update(num_train=30, num_test=6, num_validation=5, num_seen=4, num_plus=3)
     cfg.strings.update(num_train=30, num_test=8, num_validation=6, num_seen=5)
-    cfg.cross.update(num_test=5, num_validation=4, num_plus=3)
+    cfg.cross.update(num_train=20, num_test=5, num_validation=4, num_plus=3)
     cfg.tokenizer.vocab_size = 512
   cfg.lock()
   return cfg
@@ -122,6 +123,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     checks.integer(f"{section}.num_base", cfg[section].num_base, low=1)
     checks.integer(f"{section}.num_plus", cfg[section].num_plus, low=1)
   checks.integer("cross.num_test", cfg.cross.num_test, low=1)
+  checks.integer("cross.num_train", cfg.cross.num_train, low=1)
   checks.integer("tokenizer.vocab_size", cfg.tokenizer.vocab_size, low=300)
 
 
