@@ -19,7 +19,7 @@ from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build, code_skill
 from compgen_jax.llm_eval import diagnostics_rows
-from compgen_jax.llm_study import drift, pipeline
+from compgen_jax.llm_study import drift, pipeline, retention
 from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.lm import gemma2, loading
 from compgen_jax.lm.model import forward
@@ -341,3 +341,51 @@ def test_a_changed_section_is_refused_not_read_stale(study, tmp_path):
   with pytest.raises(ConfigError, match="experts.funcs.train.num_steps"):
     pipeline.run(changed, workdir)
 
+
+
+def test_retention_is_the_composed_over_the_expert_accuracy_beside_the_others_drift(study):
+  """Each seed's retention recomputed from the per-problem rows and the drift rows."""
+  cfg, workdir, _ = study
+  path = retention.write(cfg, workdir, "test")
+  rows = metric_writer.read_rows(os.path.join(os.path.dirname(path), retention.ROWS_FILE))
+  acc = {s: np.mean([r["correct"] for r in _accuracy(workdir, s)[1]]) for s in ("composed",
+                                                                                 "funcs")}
+  kl = next(r["kl"] for r in metric_writer.read_rows(os.path.join(
+      workdir, pipeline.DRIFT, drift.ROWS_FILE)) if r["expert"] == "arith" and r["set"] == "funcs")
+  seed0 = next(r for r in rows if r["composition"] == "composed" and r["seed"] == 0)
+  assert seed0["skill"] == "funcs" and seed0["others_kl"] == pytest.approx(kl)
+  assert seed0["composed"] == pytest.approx(acc["composed"])
+  assert seed0["expert"] == pytest.approx(acc["funcs"])
+  assert seed0["retention"] == pytest.approx(acc["composed"] / acc["funcs"]) if acc["funcs"] else (
+      np.isnan(seed0["retention"]))
+  assert "## The registered rule" in open(path).read()
+  assert os.path.isfile(os.path.join(os.path.dirname(path), retention.FIGURE_FILE))
+
+
+def _planted_retention(slope: float) -> tuple[list[dict], dict]:
+  """Rows of 4 recipes x 3 seeds of one composition on one skill whose retention falls (slope
+  < 0) or rises with the other member's KL; outcomes over 200 problems to match."""
+  rng = np.random.default_rng(0)
+  rows, outcomes = [], {}
+  for i, recipe in enumerate(("full", "replay_kl", "lora", "decay_init")):
+    kl = [3.0, 0.2, 0.05, 1.0][i]
+    keep = float(np.clip(0.6 + slope * np.log(kl / 0.2) / 4, 0.05, 1.0))
+    e = (rng.random((3, 200)) < 0.6).astype(float)
+    c = e * (rng.random((3, 200)) < keep)
+    outcomes[recipe, "composed", "arith"] = (c, e)
+    for s in range(3):
+      rows.append(dict(recipe=recipe, composition="composed", skill="arith", seed=s,
+                       composed=c[s].mean(), expert=e[s].mean(),
+                       retention=c[s].mean() / e[s].mean(), others_kl=kl * (1 + 0.1 * s),
+                       expert_off_kl=kl))
+    rows.append(dict(recipe=recipe, composition="composed", skill="arith", seed="all",
+                     composed=c.mean(), expert=e.mean(), retention=c.mean() / e.mean(),
+                     low=0.0, high=1.0, seeds=3, problems=200))
+  return rows, outcomes
+
+
+def test_the_registered_rule_finds_a_planted_dependence_and_its_opposite():
+  assert retention.judge(*_planted_retention(-1.0))["verdict"] == retention.SUPPORTED
+  judged = retention.judge(*_planted_retention(+1.0))
+  assert judged["verdict"] == retention.REFUTED and judged["closest"] == "lora"
+  assert judged["correlation"].high > 0 and judged["pairs"][0]["below"]

@@ -55,7 +55,7 @@ from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
 from compgen_jax.llm_eval import comparisons, diagnose, evaluate_report, runner, systems
 from compgen_jax.llm_eval import report as llm_report
-from compgen_jax.llm_study import drift, recipes
+from compgen_jax.llm_study import drift, recipes, retention
 from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
@@ -325,6 +325,8 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
                                                                 time.gmtime()))])
     print(f"{head}: done in {seconds:.0f} s", flush=True)
   out = []
+  for split in cfg.study.splits:
+    out.append(f"retention against drift ({split}): {retention.write(cfg, workdir, split)}")
   for recipe, split in ((r, s) for r in recipes.names(cfg) for s in cfg.study.splits):
     where = score_dir(workdir, split, 0, recipe)
     rows, diagnosed, preds, problems = llm_report.read(where)
