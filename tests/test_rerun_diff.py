@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from compgen_jax.analysis import rerun
+from compgen_jax.analysis import registration, rerun
 from compgen_jax.types import ConfigError
 from tests.helpers import REPO
 
@@ -18,7 +18,8 @@ ROWS = [{"step": 500, "run": 0, "train/loss": 0.25, "train/grad_norm": 1.5},
          "ood/r2": 0.91}]
 CLAIM = {"experiment": "exp", "claim": "OOD R^2 rises", "paper": "rises", "ours": "3 of 3 yes",
          "seeds": 2, "verdict": "shown", "figure": None, "note": "", "composition": "gap 0.02",
-         "against_paper": "ours agrees"}
+         "against_paper": "ours agrees", "rules": ["rises_scale"], "rule_commit": "0" * 40,
+         "registration": registration.POST_HOC}
 
 
 def _write(root, rel, obj):
