@@ -90,7 +90,10 @@ BACKGROUND_SOURCES = ("prose", "python", "qa", "formats", "repeat")
 # alone) to experts that stay close to the background off their skill
 RECIPES = {
     "full": {},
-    "replay_kl": {"finetune": {"replay": 0.5, "kl": 1.0}},
+    # replay of the background's text and of its in-context copying and answer formats (which
+    # every held-out problem needs: its content is never in the skill's training problems)
+    "replay_kl": {"finetune": {"replay": 0.5, "kl": 1.0,
+                               "replay_sources": ("prose", "python", "repeat", "formats")}},
     "lora": {"finetune": {"lora_rank": 8, "lora_alpha": 16.0}},
 }
 

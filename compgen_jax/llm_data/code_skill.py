@@ -13,7 +13,7 @@ body (e.g. `return min(seq)`) is a training body; entry-point names belong to on
 import random
 from typing import NamedTuple
 
-from compgen_jax.llm_data import buckets
+from compgen_jax.llm_data import buckets, pools
 
 WORDS = ("apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "grass", "maple", "ocean",
          "candle", "rabbit", "silver", "window", "garden", "pepper", "forest", "bottle", "planet",
@@ -49,6 +49,12 @@ ARGS = {"ints": ("xs", "nums", "values", "numbers", "items", "data", "arr", "seq
               "amount", "depth", "width", "rounds", "span", "reps", "quantity", "ceiling",
               "factor", "first", "second", "third", "extra", "base", "offset", "ratio",
               "share", "batch", "piles", "stacks", "crowd", "heap", "stock")}
+# then made-up names to NUM_ARGS per kind (pools.py: too many to pass by writing them)
+NUM_ARGS = 400
+_taken = {"x", "i", "w", "c", "k", *(a for names in ARGS.values() for a in names)}
+for _kind, _names in ARGS.items():  # no name in two kinds' pools
+  ARGS[_kind] = pools.extend(_names, NUM_ARGS, (2, 3), f"argument/{_kind}", avoid=_taken)
+  _taken |= set(ARGS[_kind])
 TYPES = {"ints": "list[int]", "text": "str", "n": "int"}
 
 

@@ -14,15 +14,18 @@ import random
 import re
 from typing import NamedTuple
 
-from compgen_jax.llm_data import buckets
+from compgen_jax.llm_data import buckets, pools
 
-# 60 names, so that each bucket of buckets.py holds a dozen or more (the first 20: 5 to 9)
+# 60 real names, so that each bucket of buckets.py holds a dozen or more (the first 20: 5 to 9),
+# then made-up ones to NUM_NAMES (pools.py: a pool too large to pass by writing its names)
+NUM_NAMES = 1500
 NAMES = ("Ava", "Ben", "Chloe", "Dan", "Emma", "Finn", "Grace", "Hugo", "Ivy", "Jack", "Kate",
          "Leo", "Mia", "Noah", "Olga", "Pablo", "Rosa", "Sam", "Tara", "Umar", "Vera", "Will",
          "Xena", "Yusuf", "Zoe", "Aria", "Boris", "Carla", "Diego", "Elena", "Felix", "Gina",
          "Hana", "Igor", "Jonas", "Kira", "Liam", "Maya", "Nico", "Omar", "Petra", "Quinn",
          "Ravi", "Sofia", "Theo", "Uma", "Victor", "Wanda", "Yara", "Zane", "Amir", "Bella",
          "Cyrus", "Dora", "Eli", "Fiona", "Gus", "Hazel", "Ian", "June")
+NAMES = pools.extend(NAMES, NUM_NAMES, (2, 3), "person", capitalize=True)
 OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
        "/": lambda x, y: x // y}
 MAX_TRIES = 10_000  # redraws of one problem's numbers before the template is called unusable

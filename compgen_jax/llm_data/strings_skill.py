@@ -1,16 +1,21 @@
 """The third skill: string transformations answered in plain text ({question, answer}), scored
 by exact match of the answer's first line (llm_eval/exact_match.py).
 
-Words come from code_skill.WORDS, a split's from its own bucket (buckets.py: no validation or
-test question quotes a word of a training question); answers never start or end with a space
-(the scorer strips).
+Words come from QUOTED (code_skill.WORDS, then made-up ones), a split's from its own bucket
+(buckets.py: no validation or test question quotes a word of a training question); answers
+never start or end with a space (the scorer strips).
 """
 
 import random
 from typing import NamedTuple
 
-from compgen_jax.llm_data import buckets
+from compgen_jax.llm_data import buckets, pools
 from compgen_jax.llm_data.code_skill import WORDS
+
+# the quoted words: code_skill's, then made-up ones to NUM_WORDS (pools.py: too many to pass by
+# writing them; a made-up word is a few pieces of the tokenizer, as a rare real one is)
+NUM_WORDS = 2000
+QUOTED = pools.extend(WORDS, NUM_WORDS, (2, 3), seed="word")
 
 VOWELS = "aeiou"
 
@@ -100,7 +105,7 @@ BY_NAME = {t.name: t for t in TEMPLATES}
 
 def make(template: Template, rand: random.Random, bucket: buckets.Bucket = buckets.ANY) -> dict:
   """One problem of `template`, its words from `bucket`: {question, answer, template}."""
-  words = bucket.pool("word", WORDS)
+  words = bucket.pool("word", QUOTED)
   w = rand.choice(words)
   values = dict(w=w, c=rand.choice(w), k=rand.randint(2, 3),
                 p=" ".join(rand.choice(words) for _ in range(rand.randint(2, 4))))

@@ -77,6 +77,9 @@ def _answer(record: dict, what: str) -> str:
   return record["canonical_solution"] if what == "code" else " " + record["answer"]
 
 
+TIE = 1e-12  # cosines this close are equal (float64 sums in another order differ by ~1e-16)
+
+
 def tfidf(docs: list[str], queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
   """Unit-norm TF-IDF rows [docs, V] and [queries, V] over the docs' vocabulary (float64)."""
   vocab: dict[str, int] = {}
@@ -99,9 +102,11 @@ def tfidf(docs: list[str], queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nearest(docs: list[str], queries: list[str]) -> np.ndarray:
-  """Per query, the index of the doc of largest TF-IDF cosine (the first on ties)."""
+  """Per query, the index of the doc of largest TF-IDF cosine (the first on ties: cosines within
+  TIE of the largest, so that a tie does not depend on the sums' rounding)."""
   docs_NxV, queries_MxV = tfidf(docs, queries)
-  return np.argmax(queries_MxV @ docs_NxV.T, axis=1)
+  sims_MxN = queries_MxV @ docs_NxV.T
+  return np.argmax(sims_MxN >= sims_MxN.max(axis=1, keepdims=True) - TIE, axis=1)
 
 
 def nearest_train(problems: list[Problem], train: list[dict], what: str) -> list[str]:

@@ -19,8 +19,8 @@ from compgen_jax.llm_data import config as data_config
 from compgen_jax.lm import loading
 from compgen_jax.types import CheckpointError, ConfigError, DataError
 
-# the background corpora an expert may replay (finetune.replay_sources) and drift is measured on
-REPLAY_SOURCES = ("prose", "python", "qa")
+# the background corpora an expert may replay (finetune.replay_sources)
+REPLAY_SOURCES = ("prose", "python", "qa", "repeat", "formats")
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
