@@ -118,9 +118,9 @@ def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
   if out_dir not in (None, directory):
     raise ConfigError("out", "an llm_study report is written into its score workdirs")
   from compgen_jax.llm_eval import comparisons
-  from compgen_jax.llm_study import drift, pipeline, recipes, retention
+  from compgen_jax.llm_study import drift, layout, recipes, retention
   cfg = workdir_lib.load_config(directory)
-  found = [pipeline.score_dir(directory, s, 0, r) for r in recipes.names(cfg)
+  found = [layout.score_dir(directory, s, 0, r) for r in recipes.names(cfg)
            for s in cfg.study.splits]
   found = [d for d in found if os.path.isfile(os.path.join(d, workdir_lib.SUMMARY_FILE))]
   if not found:
@@ -130,9 +130,9 @@ def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
       _llm_report(comparisons.seed_dir(d, seed))
   paths = [_llm_report(d) for d in found]
   for split in cfg.study.splits:
-    if all(os.path.isfile(os.path.join(pipeline.score_dir(directory, split, 0, r),
+    if all(os.path.isfile(os.path.join(layout.score_dir(directory, split, 0, r),
                                        workdir_lib.SUMMARY_FILE)) and os.path.isfile(
-        os.path.join(recipes.root(directory, r), pipeline.DRIFT, drift.ROWS_FILE))
+        os.path.join(recipes.root(directory, r), layout.DRIFT, drift.ROWS_FILE))
            for r in recipes.names(cfg)):  # a study run before the drift stage has none
       retention.write(cfg, directory, split)
   return paths[0]

@@ -19,7 +19,7 @@ from compgen_jax import apps, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.llm_data import build, code_skill
 from compgen_jax.llm_eval import diagnostics_rows
-from compgen_jax.llm_study import drift, pipeline, retention
+from compgen_jax.llm_study import drift, layout, pipeline, retention
 from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.lm import gemma2, loading
 from compgen_jax.lm.model import forward
@@ -48,7 +48,7 @@ def _planted(cfg, split: str, n: int, rand: random.Random) -> list[dict]:
 def plant(cfg, workdir: str) -> None:
   """The data directory with the planted funcs files; build.ensure writes the rest (it skips
   files that are there) and trains the tokenizer on them."""
-  data_dir = os.path.join(workdir, pipeline.DATA_DIR)
+  data_dir = os.path.join(workdir, layout.DATA_DIR)
   workdir_lib.prepare(data_dir, cfg.data)
   rand = random.Random(0)
   for split in build.SPLITS["funcs"]:
@@ -66,7 +66,7 @@ def study(tmp_path_factory):
 
 
 def _accuracy(workdir: str, system: str, seed: int = 0) -> float:
-  rows = metric_writer.read_rows(os.path.join(pipeline.score_dir(workdir, "test", seed), "funcs",
+  rows = metric_writer.read_rows(os.path.join(layout.score_dir(workdir, "test", seed), "funcs",
                                               f"{system}.jsonl"))
   return sum(bool(r["correct"]) for r in rows) / len(rows), rows
 
@@ -82,9 +82,9 @@ def test_the_planted_skill_survives_every_stage_and_the_composition(study):
   assert "funcs" in summary and "composed" in summary
   # the experts started from the background's export and were exported themselves
   for skill in cfg.experts:
-    saved = workdir_lib.load_config(os.path.join(workdir, pipeline.expert_name(skill)))
-    assert saved.init_from == pipeline.model_dirs(cfg, workdir)["base"]
-    assert os.path.isfile(os.path.join(pipeline.model_dirs(cfg, workdir)[skill],
+    saved = workdir_lib.load_config(os.path.join(workdir, layout.expert_name(skill)))
+    assert saved.init_from == layout.model_dirs(cfg, workdir)["base"]
+    assert os.path.isfile(os.path.join(layout.model_dirs(cfg, workdir)[skill],
                                        "model.safetensors"))
   stages = [r["stage"] for r in metric_writer.read_rows(
       os.path.join(workdir, pipeline.STAGES_FILE))]
@@ -102,12 +102,12 @@ def test_a_second_seeds_stages_score_its_experts_and_the_report_pools_both(study
   shutil.copytree(workdir, copy)
   two = load_config("llm_study", "test", **SEEDS)
   for skill in two.experts:
-    shutil.copytree(pipeline.model_dirs(cfg, copy)[skill], pipeline.model_dirs(two, copy, 1)[skill])
+    shutil.copytree(layout.model_dirs(cfg, copy)[skill], layout.model_dirs(two, copy, 1)[skill])
   stages = pipeline.stages(two, copy)
   assert [s.name for s in stages[-2:]] == ["score_test_seed1", "diagnose_test_seed1"]
   for stage in stages[-2:]:
     stage.run()
-  seed_dir = pipeline.score_dir(copy, "test", 1)
+  seed_dir = layout.score_dir(copy, "test", 1)
   assert not os.path.exists(os.path.join(seed_dir, "funcs", "base.jsonl"))
   assert workdir_lib.load_config(seed_dir).models.funcs.endswith("expert_funcs/export/seed_1")
   for system in ("funcs", "composed"):
@@ -115,7 +115,7 @@ def test_a_second_seeds_stages_score_its_experts_and_the_report_pools_both(study
                      for s in (0, 1))
     assert first == second
   assert os.path.isfile(os.path.join(seed_dir, workdir_lib.PREDICTORS_FILE))
-  text = open(os.path.join(pipeline.score_dir(copy, "test"), workdir_lib.REPORT_FILE)).read()
+  text = open(os.path.join(layout.score_dir(copy, "test"), workdir_lib.REPORT_FILE)).read()
   assert "| funcs (n=4, 2 seeds) |" in text and "2 seeds of expert fine-tuning (0, 1)" in text
   assert "| expert against the background, own skill | funcs | funcs | base |" in text
   assert "| funcs | base | " in text.split("Accuracy (%) per seed")[1]
@@ -124,7 +124,7 @@ def test_a_second_seeds_stages_score_its_experts_and_the_report_pools_both(study
   assert f"| funcs | composed | {2 * wins}/8 (4 problems x 2 seeds) |" in text
   assert f"| funcs | composed | {2 * wins} of 8 (4 problems x 2 seeds) |" in text
   # experiments/report.py --dir rewrites the seed's report and the split's from their rows
-  paths = [os.path.join(d, workdir_lib.REPORT_FILE) for d in (seed_dir, pipeline.score_dir(
+  paths = [os.path.join(d, workdir_lib.REPORT_FILE) for d in (seed_dir, layout.score_dir(
       copy, "test"))]
   before = [open(p).read() for p in paths]
   for p in paths:
@@ -137,15 +137,15 @@ def test_the_drift_stage_measures_each_expert_against_the_background(study):
   """Its rows per expert, seed and set; one row recomputed in float64 numpy from both models'
   logits on the same rows; the background against itself drifts by nothing."""
   cfg, workdir, _ = study
-  out = os.path.join(workdir, pipeline.DRIFT)
+  out = os.path.join(workdir, layout.DRIFT)
   rows = metric_writer.read_rows(os.path.join(out, drift.ROWS_FILE))
   assert {(r["expert"], r["seed"], r["set"], r["kind"]) for r in rows} == {
       (e, 0, s, "own" if s == e else "off") for e in ("arith", "funcs")
       for s in ("prose", "python", "arith", "funcs")}
   assert os.path.isfile(os.path.join(out, drift.FIGURE_FILE))
   assert drift.table(rows) in open(os.path.join(out, drift.REPORT_FILE)).read()
-  models = pipeline.model_dirs(cfg, workdir)
-  expert_cfg = pipeline.lm_config(cfg, cfg.experts.arith, workdir, models["base"])
+  models = layout.model_dirs(cfg, workdir)
+  expert_cfg = layout.lm_config(cfg, cfg.experts.arith, workdir, models["base"])
   _, docs, masks = drift.sets(expert_cfg, tuple(cfg.experts))["funcs"]
   packed = drift.rows_of(docs, masks, expert_cfg.corpus.seq_len, cfg.study.drift_rows)
   (model, pe), (_, pb) = (gemma2.load(models[m]) for m in ("arith", "base"))
@@ -166,7 +166,7 @@ def test_a_recipes_experts_drift_and_scores_live_in_its_own_directory(study, tmp
   experts (the stages run as the pipeline runs them, on a copy of the study)."""
   _, workdir, _ = study
   copy = str(tmp_path / "study")
-  for name in (pipeline.DATA_DIR, pipeline.BACKGROUND):
+  for name in (layout.DATA_DIR, layout.BACKGROUND):
     shutil.copytree(os.path.join(workdir, name), os.path.join(copy, name))
   cfg = load_config("llm_study", "test", **{"study.recipes": ("lora",)})
   stages = pipeline.stages(cfg, copy)
@@ -175,15 +175,15 @@ def test_a_recipes_experts_drift_and_scores_live_in_its_own_directory(study, tmp
       "lora/score_test", "lora/diagnose_test"]
   for stage in stages[2:]:
     stage.run()
-  saved = workdir_lib.load_config(os.path.join(copy, "lora", pipeline.expert_name("funcs")))
+  saved = workdir_lib.load_config(os.path.join(copy, "lora", layout.expert_name("funcs")))
   assert saved.finetune.lora_rank == cfg.recipes.lora.finetune.lora_rank > 0
-  scored = workdir_lib.load_config(pipeline.score_dir(copy, "test", 0, "lora"))
-  assert scored.models.funcs == pipeline.model_dirs(cfg, copy, 0, "lora")["funcs"]
+  scored = workdir_lib.load_config(layout.score_dir(copy, "test", 0, "lora"))
+  assert scored.models.funcs == layout.model_dirs(cfg, copy, 0, "lora")["funcs"]
   assert scored.models.funcs.startswith(os.path.join(copy, "lora", "expert_funcs"))
   assert scored.models.base == os.path.join(copy, "background", "export", "seed_0")
-  rows = metric_writer.read_rows(os.path.join(copy, "lora", pipeline.DRIFT, drift.ROWS_FILE))
+  rows = metric_writer.read_rows(os.path.join(copy, "lora", layout.DRIFT, drift.ROWS_FILE))
   assert {r["expert"] for r in rows} == {"arith", "funcs"}
-  assert os.path.isfile(os.path.join(pipeline.score_dir(copy, "test", 0, "lora"),
+  assert os.path.isfile(os.path.join(layout.score_dir(copy, "test", 0, "lora"),
                                      workdir_lib.PREDICTORS_FILE))
 
 
@@ -205,7 +205,7 @@ def test_the_diagnose_stage_writes_what_the_evaluate_pass_writes(study, tmp_path
   """The stage's rows equal those of experiments/evaluate.py's pass run on a copy of the
   scored split; the report and the study's summary show them per benchmark."""
   cfg, workdir, summary = study
-  score_dir = os.path.join(workdir, pipeline.score_name("test"))
+  score_dir = os.path.join(workdir, layout.score_name("test"))
   copy = str(tmp_path / "score_copy")
   shutil.copytree(score_dir, copy, ignore=shutil.ignore_patterns(*DIAGNOSED))
   app, saved = apps.of_workdir(copy)
@@ -235,7 +235,7 @@ def test_each_stage_records_the_digests_of_what_it_read(study):
       continue
     assert recorded == {os.path.relpath(p, workdir): inputs_lib.digest(p) for p in stage.inputs}
   score = {s.name: s for s in pipeline.stages(cfg, workdir)}["score_test"]
-  assert set(pipeline.model_dirs(cfg, workdir).values()) <= set(score.inputs)
+  assert set(layout.model_dirs(cfg, workdir).values()) <= set(score.inputs)
 
 
 def test_a_score_whose_models_changed_is_set_aside_and_scored_again(study, capsys):
@@ -246,7 +246,7 @@ def test_a_score_whose_models_changed_is_set_aside_and_scored_again(study, capsy
   backup = workdir + ".backup"
   shutil.copytree(workdir, backup)
   try:
-    models = pipeline.model_dirs(cfg, workdir)
+    models = layout.model_dirs(cfg, workdir)
     weights = os.path.join(models["arith"], "model.safetensors")
     shutil.copyfile(os.path.join(models["funcs"], "model.safetensors"), weights)
     capsys.readouterr()
@@ -257,15 +257,15 @@ def test_a_score_whose_models_changed_is_set_aside_and_scored_again(study, capsy
             f"outputs set aside in {stale}") in out
     for name in (workdir_lib.SUMMARY_FILE, "funcs/composed.jsonl"):  # the earlier rows, intact
       assert open(os.path.join(stale, name)).read() == open(os.path.join(
-          pipeline.score_dir(backup, "test"), name)).read()
+          layout.score_dir(backup, "test"), name)).read()
     stages = [r["stage"] for r in metric_writer.read_rows(
         os.path.join(workdir, pipeline.STAGES_FILE))]
     assert stages[7:] == ["drift", "score_test", "diagnose_test"]  # drift read the expert too
-    recorded = inputs_lib.recorded(pipeline.score_dir(workdir, "test"))
+    recorded = inputs_lib.recorded(layout.score_dir(workdir, "test"))
     assert recorded["expert_arith/export/seed_0"] == inputs_lib.digest(models["arith"])
     # what did not change decodes as before (greedy): the funcs expert's rows
     assert _accuracy(workdir, "funcs")[1] == _accuracy(backup, "funcs")[1]
-    assert os.path.isfile(os.path.join(pipeline.score_dir(workdir, "test"),
+    assert os.path.isfile(os.path.join(layout.score_dir(workdir, "test"),
                                        workdir_lib.PREDICTORS_FILE))
   finally:
     shutil.rmtree(workdir)
@@ -351,7 +351,7 @@ def test_retention_is_the_composed_over_the_expert_accuracy_beside_the_others_dr
   acc = {s: np.mean([r["correct"] for r in _accuracy(workdir, s)[1]]) for s in ("composed",
                                                                                  "funcs")}
   kl = next(r["kl"] for r in metric_writer.read_rows(os.path.join(
-      workdir, pipeline.DRIFT, drift.ROWS_FILE)) if r["expert"] == "arith" and r["set"] == "funcs")
+      workdir, layout.DRIFT, drift.ROWS_FILE)) if r["expert"] == "arith" and r["set"] == "funcs")
   seed0 = next(r for r in rows if r["composition"] == "composed" and r["seed"] == 0)
   assert seed0["skill"] == "funcs" and seed0["others_kl"] == pytest.approx(kl)
   assert seed0["composed"] == pytest.approx(acc["composed"])

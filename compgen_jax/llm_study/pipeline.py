@@ -55,16 +55,12 @@ from compgen_jax.llm_data import build
 from compgen_jax.llm_data import config as data_config
 from compgen_jax.llm_eval import comparisons, diagnose, evaluate_report, runner, systems
 from compgen_jax.llm_eval import report as llm_report
-from compgen_jax.llm_study import drift, recipes, retention
+from compgen_jax.llm_study import drift, layout, recipes, retention
 from compgen_jax.llm_study import inputs as inputs_lib
 from compgen_jax.lm_train import experiment as lm_experiment
 from compgen_jax.types import ConfigError
 
 STAGES_FILE = "stages.jsonl"
-DATA_DIR, BACKGROUND, JOINT, DRIFT = "data", "background", "joint", "drift"
-BACKGROUND_SEED = 0  # the background's exported seed: every expert is fine-tuned from it
-
-
 class Stage(NamedTuple):
   name: str
   workdir: str
@@ -75,77 +71,6 @@ class Stage(NamedTuple):
   # (their digests in its inputs.json); () for a stage that reads none (data) or whose
   # directory is another's (diagnose: the score's)
   inputs: tuple[str, ...] = ()
-
-
-def expert_name(skill: str) -> str:
-  return f"expert_{skill}"
-
-
-def _seed_suffix(seed: int) -> str:
-  return f"_seed{seed}" if seed else ""
-
-
-def score_name(split: str, seed: int = 0) -> str:
-  """The split's score stage of the experts' seed `seed` (and, at seed 0, its workdir's name)."""
-  return f"score_{split}{_seed_suffix(seed)}"
-
-
-def diagnose_name(split: str, seed: int = 0) -> str:
-  return f"diagnose_{split}{_seed_suffix(seed)}"
-
-
-def score_dir(workdir: str, split: str, seed: int = 0, recipe: str = "") -> str:
-  """The llm workdir scoring `split` with the experts of `seed` (seed 0: the split's own) of
-  `recipe` (llm_study/recipes.py; "": a study without recipes)."""
-  return comparisons.seed_dir(os.path.join(recipes.root(workdir, recipe), score_name(split)),
-                              seed)
-
-
-def lm_config(cfg, section: ml_collections.ConfigDict, workdir: str,
-              init_from: str = "") -> ml_collections.ConfigDict:
-  """A stage's configs/lm_train.py tree with the study's data section, tokenizer size,
-  data directory and starting point."""
-  out = ml_collections.ConfigDict(section.to_dict())
-  out.data = ml_collections.ConfigDict(cfg.data.to_dict())
-  out.model.vocab_size = cfg.data.tokenizer.vocab_size
-  out.corpus.data_dir = os.path.join(workdir, DATA_DIR)
-  out.init_from = init_from
-  out.lock()
-  return out
-
-
-def model_dirs(cfg, workdir: str, seed: int = 0, recipe: str = "") -> dict[str, str]:
-  """{score model name: exported directory} of every model the study trains: the experts' (of
-  `recipe`) and the joint model's seed `seed`, the background's BACKGROUND_SEED."""
-  export = lambda d, s=seed: lm_experiment.export_dir(d, s)  # noqa: E731
-  out = {"base": export(os.path.join(workdir, BACKGROUND), BACKGROUND_SEED)}
-  out |= {s: export(os.path.join(recipes.root(workdir, recipe), expert_name(s)))
-          for s in cfg.experts}
-  return out | ({"joint": export(os.path.join(workdir, JOINT))} if cfg.study.joint else {})
-
-
-def score_config(cfg, workdir: str, split: str, seed: int = 0,
-                 recipe: str = "") -> ml_collections.ConfigDict:
-  """The score section as configs/llm.py reads it: the trained models' exports (the experts'
-  seed `seed` of `recipe`), the split's benchmark files (build.benchmark_settings) and the
-  baselines' training files (build.train_files), the benchmarks of `run` that have the split;
-  past seed 0, only the systems that use an expert (the background and the baselines are the
-  same at every seed: scored once)."""
-  out = ml_collections.ConfigDict(cfg.score.to_dict())
-  for name, path in model_dirs(cfg, workdir, seed, recipe).items():
-    out.models[name] = path
-  if seed:
-    out.systems = tuple(s.name for s in systems.resolve(cfg.score)
-                        if s.kind != "baseline" and set(s.members) != {cfg.score.background})
-  out.baselines.train.update(build.train_files(os.path.join(workdir, DATA_DIR)))
-  have = build.benchmark_settings(os.path.join(workdir, DATA_DIR), split)
-  out.run = tuple(name for name in cfg.score.run if name in have)
-  for name in out.run:
-    out.benchmarks[name].path = have[name]["path"]
-    if "fewshot_path" in out.benchmarks[name]:
-      out.benchmarks[name].fewshot_path = have[name].get("fewshot_path", "")
-  out.lock()
-  return out
 
 
 def validate(cfg: ml_collections.ConfigDict) -> None:
@@ -170,10 +95,11 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
                  for s in cfg.experts}
   if cfg.study.joint:
     sections["joint"] = cfg.joint
-  start = lm_experiment.export_dir(os.path.join("<workdir>", BACKGROUND), BACKGROUND_SEED)
+  start = lm_experiment.export_dir(os.path.join("<workdir>", layout.BACKGROUND),
+                                   layout.BACKGROUND_SEED)
   for prefix, section in sections.items():
     try:
-      lm_experiment.validate(lm_config(cfg, section, "<workdir>",
+      lm_experiment.validate(layout.lm_config(cfg, section, "<workdir>",
                                        "" if prefix == "background" else start),
                              start_written=False)
     except ConfigError as e:
@@ -186,7 +112,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   for prefix, section in sections.items():
     if prefix != "background" and section.model.to_dict() != cfg.background.model.to_dict():
       raise ConfigError(f"{prefix}.model", "must be the background's: experts fine-tune it")
-  models = set(model_dirs(cfg, "<workdir>"))
+  models = set(layout.model_dirs(cfg, "<workdir>"))
   checks.choices("score.run", cfg.score.run, build.SPLITS)
   try:
     resolved = systems.resolve(cfg.score)
@@ -205,21 +131,21 @@ def stages(cfg: ml_collections.ConfigDict, workdir: str) -> list[Stage]:
   """Every stage in order: data, background, [joint], then per recipe (llm_study/recipes.py)
   its experts, their drift, and per split and experts' seed (0 .. study.seeds - 1) a score and
   its diagnostics."""
-  data_dir = os.path.join(workdir, DATA_DIR)
+  data_dir = os.path.join(workdir, layout.DATA_DIR)
   data_files = tuple(build.paths(data_dir).values())
   out = [Stage("data", data_dir, None, lambda: all(map(os.path.isfile, data_files)),
                lambda: build.ensure(cfg.data, data_dir))]
-  background = os.path.join(workdir, BACKGROUND)
-  start = lm_experiment.export_dir(background, BACKGROUND_SEED)
-  trained = [(BACKGROUND, background, cfg.background, "")]
+  background = os.path.join(workdir, layout.BACKGROUND)
+  start = lm_experiment.export_dir(background, layout.BACKGROUND_SEED)
+  trained = [(layout.BACKGROUND, background, cfg.background, "")]
   if cfg.study.joint:
-    trained.append((JOINT, os.path.join(workdir, JOINT), cfg.joint, start))
+    trained.append((layout.JOINT, os.path.join(workdir, layout.JOINT), cfg.joint, start))
   for recipe in recipes.names(cfg):
-    trained += [(recipes.stage_name(recipe, expert_name(s)),
-                 os.path.join(recipes.root(workdir, recipe), expert_name(s)),
+    trained += [(recipes.stage_name(recipe, layout.expert_name(s)),
+                 os.path.join(recipes.root(workdir, recipe), layout.expert_name(s)),
                  recipes.expert_section(cfg, s, recipe), start) for s in cfg.experts]
   for name, stage_dir, section, init_from in trained:
-    stage_cfg = lm_config(cfg, section, workdir, init_from)
+    stage_cfg = layout.lm_config(cfg, section, workdir, init_from)
     out.append(Stage(name, stage_dir, stage_cfg, _exported(stage_cfg, stage_dir),
                      lambda c=stage_cfg, w=stage_dir: lm_experiment.train(c, w),
                      data_files + ((init_from,) if init_from else ())))
@@ -235,17 +161,18 @@ def _score_stages(cfg: ml_collections.ConfigDict, workdir: str, recipe: str,
   out = []
   for split, seed in ((split, seed) for split in cfg.study.splits
                       for seed in range(cfg.study.seeds)):
-    split_dir = score_dir(workdir, split, 0, recipe)
-    stage_dir = score_dir(workdir, split, seed, recipe)
-    stage_cfg = score_config(cfg, workdir, split, seed, recipe)
+    split_dir = layout.score_dir(workdir, split, 0, recipe)
+    stage_dir = layout.score_dir(workdir, split, seed, recipe)
+    stage_cfg = layout.score_config(cfg, workdir, split, seed, recipe)
     summary = os.path.join(stage_dir, workdir_lib.SUMMARY_FILE)
-    out.append(Stage(recipes.stage_name(recipe, score_name(split, seed)), stage_dir, stage_cfg,
+    out.append(Stage(recipes.stage_name(recipe, layout.score_name(split, seed)), stage_dir,
+                     stage_cfg,
                      lambda p=summary: os.path.isfile(p),
                      lambda c=stage_cfg, w=stage_dir: runner.run(c, w),
-                     data_files + tuple(model_dirs(cfg, workdir, seed, recipe).values())))
+                     data_files + tuple(layout.model_dirs(cfg, workdir, seed, recipe).values())))
     # in the score's workdir, on its config: the pass writes its rows (predictors last) there
     predictors = os.path.join(stage_dir, workdir_lib.PREDICTORS_FILE)
-    out.append(Stage(recipes.stage_name(recipe, diagnose_name(split, seed)), stage_dir,
+    out.append(Stage(recipes.stage_name(recipe, layout.diagnose_name(split, seed)), stage_dir,
                      stage_cfg, lambda p=predictors: os.path.isfile(p),
                      lambda c=stage_cfg, w=stage_dir, d=split_dir: _diagnose(c, w, d)))
   return out
@@ -254,11 +181,11 @@ def _score_stages(cfg: ml_collections.ConfigDict, workdir: str, recipe: str,
 def _drift_stage(cfg: ml_collections.ConfigDict, workdir: str, recipe: str, background: str,
                  data_files: tuple[str, ...]) -> Stage:
   """Each scored expert seed's drift from the background's export (llm_study/drift.py)."""
-  experts = {s: lm_config(cfg, recipes.expert_section(cfg, s, recipe), workdir, background)
+  experts = {s: layout.lm_config(cfg, recipes.expert_section(cfg, s, recipe), workdir, background)
              for s in cfg.experts}
-  exports = {s: [model_dirs(cfg, workdir, seed, recipe)[s] for seed in range(cfg.study.seeds)]
-             for s in cfg.experts}
-  stage_dir = os.path.join(recipes.root(workdir, recipe), DRIFT)
+  exports = {s: [layout.model_dirs(cfg, workdir, seed, recipe)[s]
+                 for seed in range(cfg.study.seeds)] for s in cfg.experts}
+  stage_dir = os.path.join(recipes.root(workdir, recipe), layout.DRIFT)
   stage_cfg = ml_collections.ConfigDict(dict(
       rows=cfg.study.drift_rows, seeds=cfg.study.seeds,
       experts={s: c.to_dict() for s, c in experts.items()}))
@@ -268,7 +195,7 @@ def _drift_stage(cfg: ml_collections.ConfigDict, workdir: str, recipe: str, back
     return drift.run(experts, exports, background, stage_dir, cfg.study.drift_rows)
 
   rows = os.path.join(stage_dir, drift.ROWS_FILE)
-  return Stage(recipes.stage_name(recipe, DRIFT), stage_dir, stage_cfg,
+  return Stage(recipes.stage_name(recipe, layout.DRIFT), stage_dir, stage_cfg,
                lambda: os.path.isfile(rows), run_stage,
                data_files + (background, *(e for es in exports.values() for e in es)))
 
@@ -328,7 +255,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str) -> str:
   for split in cfg.study.splits:
     out.append(f"retention against drift ({split}): {retention.write(cfg, workdir, split)}")
   for recipe, split in ((r, s) for r in recipes.names(cfg) for s in cfg.study.splits):
-    where = score_dir(workdir, split, 0, recipe)
+    where = layout.score_dir(workdir, split, 0, recipe)
     rows, diagnosed, preds, problems = llm_report.read(where)
     out += [f"{recipes.stage_name(recipe, split)} split (per-problem rows: {where}/<benchmark>/"
             f"<system>.jsonl, seed s > 0's in {where}/seed_<s>/; report: "
