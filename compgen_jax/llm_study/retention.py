@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax.analysis import correlations, figures, markdown  # noqa: E402
 from compgen_jax.llm_eval import comparisons, systems  # noqa: E402
-from compgen_jax.llm_study import drift, recipes  # noqa: E402
+from compgen_jax.llm_study import drift, layout, recipes  # noqa: E402
 
 FULL = "full"  # the drifted end: every parameter on the skill's answers alone
 MIN_EXPERT = 0.1  # an expert below this on its own skill has no skill to retain
@@ -88,13 +88,11 @@ def collect(cfg, workdir: str, split: str) -> tuple[list[dict], dict]:
   [seeds, problems]}."""
   out, outcomes = [], {}
   for recipe in recipes.names(cfg):
-    where = comparisons.seed_dir(os.path.join(recipes.root(workdir, recipe), f"score_{split}"), 0)
-    scored = comparisons.scores(comparisons.read(where))
-    kl = {(r["expert"], r["seed"], r["set"]): r["kl"] for r in metric_writer.read_rows(
-        os.path.join(recipes.root(workdir, recipe), "drift", drift.ROWS_FILE))}
-    off = {(s["expert"], s["seed"]): s["off_kl"] for s in drift.summary(
-        metric_writer.read_rows(os.path.join(recipes.root(workdir, recipe), "drift",
-                                             drift.ROWS_FILE)))}
+    scored = comparisons.scores(comparisons.read(layout.score_dir(workdir, split, 0, recipe)))
+    drifts = metric_writer.read_rows(os.path.join(recipes.root(workdir, recipe), layout.DRIFT,
+                                                  drift.ROWS_FILE))
+    kl = {(r["expert"], r["seed"], r["set"]): r["kl"] for r in drifts}
+    off = {(s["expert"], s["seed"]): s["off_kl"] for s in drift.summary(drifts)}
     for name, skills in compositions(cfg).items():
       for skill in skills:
         if (skill, name) not in scored or (skill, skill) not in scored:
