@@ -129,8 +129,9 @@ reproduce-cpu-letters-k: $(STAMP)
 # and problems and its paired comparisons (llm_eval/comparisons.py); one experiments/train.py
 # program, resumable (re-running skips finished stages and resumes the interrupted one;
 # WORKDIR/stages.jsonl has each stage's wall time). reproduce-cpu-llm: the cpu preset into
-# results/cpu/llm (2 h 6 min measured on 2 cores); reproduce-cpu-llm-quick: the quick preset into
-# $(LLM_QUICK_DIR) (14 min 50 s measured, one expert seed: with 3 it cannot fit, configs/llm_study.py).
+# results/cpu/llm (2 h 6 min measured on 2 cores before issue 55's data and 200 problems, not
+# timed since); reproduce-cpu-llm-quick: the quick preset into $(LLM_QUICK_DIR) (about 15 min
+# measured since issue 55: docs/llm_study.md; one expert seed: with 3 it cannot fit).
 LLM_QUICK_DIR ?= workdirs/llm_study_quick
 .PHONY: reproduce-cpu-llm reproduce-cpu-llm-quick
 reproduce-cpu-llm: $(STAMP)
