@@ -66,6 +66,37 @@ def _restore_step(mngr, directory: str, abstract_state: PyTree, step: int) -> Py
   return mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
 
 
+def _leaf_shapes(tree: PyTree) -> dict[str, tuple[int, ...]]:
+  """{"a/b/0": shape} of every leaf; namedtuple fields, dict keys and list indices alike."""
+  def name(key) -> str:
+    for attribute in ("key", "name", "idx"):
+      if hasattr(key, attribute):
+        return str(getattr(key, attribute))
+    return str(key)
+  return {"/".join(map(name, path)): tuple(leaf.shape)
+          for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _check_stored_shapes(directory: str, step: int, abstract_state: PyTree) -> None:
+  """CheckpointError when the step's stored leaves differ from `abstract_state`'s, read from
+  its metadata before any array: orbax restoring another shape fails with its reads in flight,
+  and those print tracebacks from its threads long after the error (formatting a traceback
+  parses source, which races with ast.parse elsewhere in the process on Python 3.11)."""
+  try:
+    stored = ocp.StandardCheckpointer().metadata(os.path.join(directory, str(step), "default"))
+    stored = _leaf_shapes(stored.item_metadata.tree)
+  except Exception:  # noqa: BLE001 - unreadable metadata: the restore reports the damage
+    return
+  want = _leaf_shapes(abstract_state)
+  if stored != want:
+    differ = sorted(k for k in set(stored) | set(want) if stored.get(k) != want.get(k))
+    shown = "; ".join(f"{k}: stored {stored.get(k, 'absent')}, config {want.get(k, 'absent')}"
+                      for k in differ[:3]) + (f" and {len(differ) - 3} more"
+                                               if len(differ) > 3 else "")
+    raise CheckpointError(f"checkpoint {directory!r} step {step} does not match the config's "
+                          f"state shapes ({shown})")
+
+
 def available_steps(directory: str) -> list[int]:
   """Finalised checkpoint steps in `directory` (empty when there are none)."""
   if not os.path.isdir(directory):
@@ -88,6 +119,7 @@ def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> 
   step = steps[-1] if step is None else int(step)
   if step not in steps:
     raise CheckpointError(f"no checkpoint for step {step} in {directory!r}; available: {steps}")
+  _check_stored_shapes(directory, step, abstract_state)
   mngr = manager(directory, create=False)
   try:
     state = _restore_step(mngr, directory, abstract_state, step)
@@ -97,7 +129,6 @@ def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> 
         f"incompatible config): {type(e).__name__}: {' '.join(str(e).split())[:300]}. "
         f"{_earlier_intact(mngr, directory, abstract_state, [s for s in steps if s < step])}"
     ) from e
-  _check_shapes(abstract_state, state, directory, step)
   return step, state
 
 
@@ -112,8 +143,8 @@ def _earlier_intact(mngr, directory: str, abstract_state: PyTree, earlier: list[
   """Which earlier checkpoint restores, and how to use it (only on the error path)."""
   for step in reversed(earlier):
     try:
-      state = _restore_step(mngr, directory, abstract_state, step)
-      _check_shapes(abstract_state, state, directory, step)
+      _check_stored_shapes(directory, step, abstract_state)
+      _restore_step(mngr, directory, abstract_state, step)
     except Exception:  # noqa: BLE001, S112 - try the next older one
       continue
     newer = [s for s in available_steps(directory) if s > step]
@@ -122,11 +153,3 @@ def _earlier_intact(mngr, directory: str, abstract_state: PyTree, earlier: list[
             f"evaluate.py / probe.py take --step={step}.")
   return f"No earlier checkpoint restores either (tried {earlier})." if earlier else (
       "There is no earlier checkpoint.")
-
-
-def _check_shapes(abstract_state: PyTree, state: PyTree, directory: str, step: int) -> None:
-  want = jax.tree.map(lambda a: (tuple(a.shape), np.dtype(a.dtype)), abstract_state)
-  got = jax.tree.map(lambda a: (tuple(a.shape), np.dtype(a.dtype)), state)
-  if want != got:
-    raise CheckpointError(
-        f"checkpoint {directory!r} step {step} does not match the config's state shapes")

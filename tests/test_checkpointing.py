@@ -54,14 +54,23 @@ def test_corrupt_checkpoint(state_and_cfg, tmp_path):
     checkpointing.restore(str(tmp_path / "ckpt"), scaling_train.abstract_state(cfg, grid))
 
 
-def test_incompatible_config(state_and_cfg, tmp_path):
+def test_incompatible_config(state_and_cfg, tmp_path, monkeypatch):
   state, _, _ = state_and_cfg
   mngr = checkpointing.manager(str(tmp_path / "ckpt"))
   checkpointing.save(mngr, 3, state)
   wider = load_config("hyperteacher", "tiny", **{"student.mlp.width": 96})
-  with pytest.raises(CheckpointError):
-    checkpointing.restore(str(tmp_path / "ckpt"),
-                          scaling_train.abstract_state(wider, runs.run_grid(wider)))
+  abstract = scaling_train.abstract_state(wider, runs.run_grid(wider))
+  # refused from the stored metadata, before orbax starts reads that would fail in its threads
+  restores = []
+  monkeypatch.setattr(checkpointing, "_restore_step", lambda *a: restores.append(a))
+  with pytest.raises(CheckpointError, match=r"does not match the config's state shapes \(.*"
+                     r"stored \(\d+, \d+, 64\), config \(\d+, \d+, 96\)"):
+    checkpointing.restore(str(tmp_path / "ckpt"), abstract)
+  assert restores == []
+  # the same check accepts the config that wrote it
+  _, cfg, grid = state_and_cfg
+  checkpointing._check_stored_shapes(str(tmp_path / "ckpt"), 3,
+                                     scaling_train.abstract_state(cfg, grid))
 
 
 
