@@ -6,6 +6,7 @@ import os
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from compgen_jax import files
@@ -63,7 +64,12 @@ def _restore_step(mngr, directory: str, abstract_state: PyTree, step: int) -> Py
   if damaged:
     shown = ", ".join(damaged[:3]) + (f" and {len(damaged) - 3} more" if len(damaged) > 3 else "")
     raise CheckpointError(f"damaged files: {shown}")
+  _check_stored_shapes(directory, step, abstract_state)
   return mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+
+
+class ShapeMismatch(CheckpointError):
+  """The stored leaves differ from the config's state (raised before any array is read)."""
 
 
 def _leaf_shapes(tree: PyTree) -> dict[str, tuple[int, ...]]:
@@ -82,19 +88,22 @@ def _check_stored_shapes(directory: str, step: int, abstract_state: PyTree) -> N
   its metadata before any array: orbax restoring another shape fails with its reads in flight,
   and those print tracebacks from its threads long after the error (formatting a traceback
   parses source, which races with ast.parse elsewhere in the process on Python 3.11)."""
+  handler = ocp.StandardCheckpointHandler()  # the item's own metadata: no step-metadata warning
   try:
-    stored = ocp.StandardCheckpointer().metadata(os.path.join(directory, str(step), "default"))
-    stored = _leaf_shapes(stored.item_metadata.tree)
+    stored = _leaf_shapes(handler.metadata(
+        epath.Path(os.path.abspath(directory), str(step), "default")).tree)
   except Exception:  # noqa: BLE001 - unreadable metadata: the restore reports the damage
     return
+  finally:
+    handler.close()
   want = _leaf_shapes(abstract_state)
   if stored != want:
     differ = sorted(k for k in set(stored) | set(want) if stored.get(k) != want.get(k))
     shown = "; ".join(f"{k}: stored {stored.get(k, 'absent')}, config {want.get(k, 'absent')}"
                       for k in differ[:3]) + (f" and {len(differ) - 3} more"
                                                if len(differ) > 3 else "")
-    raise CheckpointError(f"checkpoint {directory!r} step {step} does not match the config's "
-                          f"state shapes ({shown})")
+    raise ShapeMismatch(f"checkpoint {directory!r} step {step} does not match the config's "
+                        f"state shapes ({shown})")
 
 
 def available_steps(directory: str) -> list[int]:
@@ -119,10 +128,11 @@ def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> 
   step = steps[-1] if step is None else int(step)
   if step not in steps:
     raise CheckpointError(f"no checkpoint for step {step} in {directory!r}; available: {steps}")
-  _check_stored_shapes(directory, step, abstract_state)
   mngr = manager(directory, create=False)
   try:
     state = _restore_step(mngr, directory, abstract_state, step)
+  except ShapeMismatch as e:  # the config's fault, not the checkpoint's: no older step helps
+    raise CheckpointError(str(e)) from None
   except Exception as e:  # orbax raises many types for corrupt or mismatched trees
     raise CheckpointError(
         f"checkpoint {directory!r} step {step} could not be restored (corrupt, or written by an "
@@ -143,7 +153,6 @@ def _earlier_intact(mngr, directory: str, abstract_state: PyTree, earlier: list[
   """Which earlier checkpoint restores, and how to use it (only on the error path)."""
   for step in reversed(earlier):
     try:
-      _check_stored_shapes(directory, step, abstract_state)
       _restore_step(mngr, directory, abstract_state, step)
     except Exception:  # noqa: BLE001, S112 - try the next older one
       continue

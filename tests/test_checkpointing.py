@@ -62,7 +62,8 @@ def test_incompatible_config(state_and_cfg, tmp_path, monkeypatch):
   abstract = scaling_train.abstract_state(wider, runs.run_grid(wider))
   # refused from the stored metadata, before orbax starts reads that would fail in its threads
   restores = []
-  monkeypatch.setattr(checkpointing, "_restore_step", lambda *a: restores.append(a))
+  monkeypatch.setattr(checkpointing.ocp.CheckpointManager, "restore",
+                      lambda *a, **k: restores.append(a))
   with pytest.raises(CheckpointError, match=r"does not match the config's state shapes \(.*"
                      r"stored \(\d+, \d+, 64\), config \(\d+, \d+, 96\)"):
     checkpointing.restore(str(tmp_path / "ckpt"), abstract)
