@@ -34,7 +34,6 @@ _EVALUATORS = flags.DEFINE_list("evaluators", [], "Evaluator names (default: all
 _EXPERIMENTS = flags.DEFINE_list("experiments", None, "letters: the experiments to run over the "
                                  "trained models (default: the config's experiments).")
 cli.mark_required(["workdir"])
-_SHOWN = ("id/r2", "ood/r2", "id/acc", "ood/acc", "id/acc_all", "ood/acc_all")
 
 
 def main(argv):
@@ -59,9 +58,7 @@ def _scaling_passes():
   from compgen_jax.training import sharding
   rows = passes.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
                                  _EVALUATORS.value or None)
-  keys = [k for k in rows[0] if k in _SHOWN or (k.startswith("ood_h") and k.endswith("/r2"))]
-  print(report.table(["step", "run", *keys], [[r["step"], r["run"], *(r[k] for k in keys)]
-                                              for r in rows]))
+  print(report.eval_table(rows))
   print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{workdir_lib.EVAL_FILE}")
   if (len({r["step"] for r in rows}) > 1 and any("ood/r2" in r for r in rows)
       and sharding.is_main_process()):

@@ -155,3 +155,26 @@ def test_final_table_columns_are_the_rows_own_fields(tmp_path):
   header = report.final_table(rows, str(tmp_path)).splitlines()[0].split()
   # a family's own run field (the image runs' coverage) is shown without being listed anywhere
   assert header == ["run", "seed", "coverage", "ood/success", "train/loss"]
+
+
+def test_eval_table_shows_every_evaluator_metric():
+  from compgen_jax.analysis import report
+  rows = [{"step": 10, "run": r, "seed": 0, "id/r2": 0.9, "id/loss": 0.1, "ood/r2": 0.5,
+           "ood/loss": 0.4, "ood_h4/r2": 0.3, "ood/calibration": 0.2} for r in (0, 1)]
+  header = report.eval_table(rows).splitlines()[0].split()
+  # a new evaluator's metric is a column without a list naming it (the losses are not)
+  assert header == ["step", "run", "id/r2", "ood/r2", "ood_h4/r2", "ood/calibration"]
+
+
+def test_curve_labels_show_what_tells_the_runs_apart(tmp_path):
+  from compgen_jax.analysis import curves
+  row = lambda r, **run: {"step": 5, "run": r, "train/loss": 1.0, **run}  # noqa: E731
+  # the named fields, as before; n_train, fixed by frac_ood, and weight_decay, shared, add nothing
+  rows = [row(r, seed=0, frac_ood=f, learning_rate=0.01, weight_decay=0.003, n_train=n)
+          for r, (f, n) in enumerate(((0.25, 69), (0.5, 46)))]
+  assert curves.labels(rows) == {0: "seed 0, frac 0.25, lr 0.01", 1: "seed 0, frac 0.5, lr 0.01"}
+  # a family's own run field (the image runs' coverage) that tells runs apart is labelled
+  rows = [row(r, seed=0, coverage=c, encoding="conv") for r, c in enumerate((0.25, 0.5))]
+  assert curves.labels(rows) == {0: "seed 0, coverage 0.25", 1: "seed 0, coverage 0.5"}
+  metric_writer.append_rows(str(tmp_path / workdir_lib.METRICS_FILE), rows)
+  assert os.path.getsize(curves.plot_curves(str(tmp_path))) > 0

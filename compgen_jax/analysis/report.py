@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import load
+from compgen_jax.analysis import fields, load
 
 
 def table(header: list[str], rows: list[list]) -> str:
@@ -22,6 +22,14 @@ def _fmt(v) -> str:
   if isinstance(v, float):
     return "nan" if math.isnan(v) else f"{v:.4g}"
   return str(v)
+
+
+def eval_table(rows: list[dict]) -> str:
+  """An evaluation pass's rows: step, run and every metric the evaluators wrote, in the rows'
+  order, but the losses (what training minimised; the table shows what the evaluators measure)."""
+  keys = fields.present(rows, lambda k: load.measurement(k) and not k.endswith("/loss"))
+  return table(["step", "run", *keys], [[r["step"], r["run"], *(r.get(k, "") for k in keys)]
+                                        for r in rows])
 
 
 def final_table(rows: list[dict], workdir: str) -> str:
