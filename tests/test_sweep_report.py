@@ -173,6 +173,20 @@ def test_preference_reports_both_accuracies(tmp_path):
     assert (tmp_path / "preference_data_scaling" / f"data_scaling_{slug}.png").exists()
 
 
+def test_an_ood_metric_no_list_names_is_reported(tmp_path):
+  # a family's new metric (OOD and ID) shows after the known one, under its own name; the
+  # loss, the training objective, does not
+  planted = [{"n_train": n, "ood/r2": n / 20, "id/r2": 0.9, "ood/loss": 0.1,
+              "ood/calibration": n / 40, "id/calibration": 0.8} for n in (8, 12)]
+  rows = [{**r, "program": "p"} for r in planted]
+  assert [m.key for m in sweep_report.metrics(rows)] == ["ood/r2", "ood/calibration"]
+  assert sweep_report.metrics(rows)[1].id_key == "id/calibration"
+  text = _report(_fake_sweep(tmp_path, "data_scaling", "configs/hyperteacher.py:tiny",
+                             [({"task.num_modules": 5}, planted)]))
+  assert "| ID calibration | OOD calibration | ID - OOD |" in text and "OOD loss" not in text
+  assert (tmp_path / "data_scaling" / "data_scaling_ood_calibration.png").exists()
+
+
 def test_unfinished_programs_are_listed_not_reported(tmp_path):
   planted = [{"n_train": n, "ood/r2": n / 20} for n in (8, 12)]
   sweep_dir = _fake_sweep(tmp_path, "data_scaling", "configs/hyperteacher.py:tiny", [

@@ -26,7 +26,7 @@ TIMING_KEYS = ("wall_s",)  # a row's seconds: never the same twice
 # A committed rerun's comparison (RESULTS/reruns/<machine>/DIFF_FILE, experiments/rerun_diff.py)
 DIFF_FILE = "rerun_diff.md"
 # The evaluation metrics a report's verdicts read (sweep_report.METRICS: OOD and ID of each).
-HEADLINE_KEYS = frozenset(k for ms in METRICS.values() for m in ms for k in (m.key, m.id_key) if k)
+HEADLINE_KEYS = frozenset(k for m in METRICS.values() for k in (m.key, m.id_key) if k)
 SKIPPED_DIRS = (workdir_lib.CHECKPOINT_DIR, workdir_lib.TENSORBOARD_DIR, "logs", "slurm")
 
 

@@ -9,6 +9,7 @@ programs' small files): workdirs are found relative to it, and paths are printed
 launch, relative to the repository the sweep ran from.
 """
 
+import math
 import os
 import shlex
 from typing import NamedTuple
@@ -17,6 +18,7 @@ from compgen_jax import files
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.analysis import claims as claims_table
 from compgen_jax.analysis import (
+  fields,
   load,
   paper,
   registration,
@@ -37,15 +39,18 @@ from compgen_jax.types import ConfigError
 
 REPORT_FILE = workdir_lib.SWEEP_REPORT_FILE
 UNIT = (0.0, 1.0)  # an accuracy's bounds
-# The metrics a report shows, by the OOD key its rows carry (the family's loss writes it:
-# R^2 for regression, accuracies for classification).
-METRICS = {
-    "ood/r2": (Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),),
+# The labels, chance and bounds of the OOD metrics the families' losses write (R^2 for
+# regression, accuracies for classification), in the order a report shows them; any other OOD
+# key the rows carry is shown after them under its own name (metrics()).
+METRICS = {m.key: m for m in (
+    Metric("ood/r2", "OOD R^2", "ood_r2", "id/r2"),
+    Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all", "id/acc_all",
+           bounds=UNIT),
     # Per-action chance: a uniform guess among the 5 actions.
-    "ood/acc_all": (Metric("ood/acc_all", "OOD whole-trajectory accuracy", "ood_acc_all",
-                           "id/acc_all", bounds=UNIT),
-                    Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2, UNIT)),
-}
+    Metric("ood/acc", "OOD per-action accuracy", "ood_acc", "id/acc", 0.2, UNIT))}
+# The objective training minimised, not a measure the paper judges (nor on one scale across
+# families): no section of its own.
+NOT_JUDGED = ("ood/loss",)
 CLAIMS_FILE = workdir_lib.CLAIMS_FILE
 SETTING_HEADING = "## Setting against the paper's"
 CLAIMS_HEADING = "## Claims and their two readings"
@@ -124,9 +129,21 @@ def read_sweep(sweep_dir: str) -> tuple[dict, list[dict]]:
   return index, rows
 
 
-def _metrics(rows: list[dict]) -> tuple[Metric, ...]:
-  key = next((k for k in METRICS if rows and k in rows[0]), "ood/r2")
-  return METRICS[key]
+def metrics(rows: list[dict]) -> tuple[Metric, ...]:
+  """Every OOD metric the rows carry (`ood/<name>`) but NOT_JUDGED: METRICS' first, in its
+  order, then the others, sorted, each with its ID twin `id/<name>` where the rows carry one
+  (OOD R^2 for rows without any)."""
+  present = fields.present(rows)
+  keys = fields.ordered([k for k in present if k.startswith("ood/")], METRICS, NOT_JUDGED)
+  return tuple(METRICS.get(k) or _metric(k, present) for k in keys) or (METRICS["ood/r2"],)
+
+
+def _metric(key: str, present: list[str]) -> Metric:
+  """A metric no family has described yet: its own name, unbounded."""
+  name = key.removeprefix("ood/")
+  id_key = f"id/{name}" if f"id/{name}" in present else ""
+  return Metric(key, f"OOD {name}", "ood_" + name.replace("/", "_"), id_key,
+                bounds=(-math.inf, math.inf))
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -210,7 +227,7 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
   """The report's markdown (figures and CLAIMS_FILE are written into out_dir as it goes)."""
   name = experiment_name(index["spec"])
   experiment = EXPERIMENTS.get(name, Experiment(f"Sweep {name}", ()))
-  metrics = _metrics(rows)
+  shown = metrics(rows)
   parts = [f"# {experiment.title}", "",
            f"Reproducing *{paper.TITLE}*. Every number below is computed from this sweep's "
            f"workdirs (final evaluation of each run; probes at the last probed step); means "
@@ -225,7 +242,7 @@ def render(index: dict, rows: list[dict], out_dir: str, sweep_dir: str) -> str:
   else:
     parts += [SETTING_HEADING, "", setting.section(index, sweep_dir), ""]
     for heading, section in experiment.sections:
-      text, found = section(rows, metrics, out_dir)
+      text, found = section(rows, shown, out_dir)
       claims += [claims_table.registered(c, name, index.get("started")) for c in found]
       if text:
         parts += [f"## {heading}", "", text, ""]
