@@ -84,6 +84,22 @@ def test_correlation_statistics_against_direct_formulas():
   assert analysis.spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1.0)
 
 
+def test_tables_show_every_metric_and_decodability_the_rows_carry():
+  from compgen_jax.images import report
+  rows = [{"program": "p", "coverage": c, "n_train": 4, "seed": s, "id/success": 1.0,
+           "ood/success": c, "id/shape_acc": 1.0, "ood/novelty": 0.5,
+           "probe/all/t1/ood_acc": c, "probe/all/t05/ood_acc": c / 2,
+           "probe/all/step0/layer0/ood_acc": 0.1} for c in (0.25, 0.5) for s in (0, 1)]
+  header = report.level_table(rows).splitlines()[0].split(" | ")
+  # the known columns first (NaN where the rows lack one), then the new ones, sorted; not the
+  # training combinations' slot accuracy nor a single layer's probe
+  assert header[4:] == ["id/success", "ood/success", "ood/shape_acc", "ood/colour_acc",
+                        "ood/rejected", "ood/novelty", *analysis.DECODABILITY,
+                        "probe/all/t05/ood_acc |"]
+  corr, stats = report.correlation_table(rows)
+  assert "| probe/all/t05/ood_acc | 4 |" in corr and stats["probe/all/t05/ood_acc"]["n"] == 4
+
+
 def _binary(name, *args):
   return subprocess.run([sys.executable, os.path.join(REPO, "experiments", name), *args],
                         capture_output=True, text=True, cwd=REPO, timeout=600)

@@ -9,11 +9,34 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import correlation
+from compgen_jax.analysis import correlation, fields
 
+# The decodabilities the report knows, in its order (the first is its main one); decodability()
+# adds every other the rows carry.
 DECODABILITY = ("probe/all/t1/ood_acc", "probe/fixed/t1/ood_acc", "probe/all/traj/ood_acc",
                 "probe/fixed/traj/ood_acc")
 SUCCESS = "ood/success"
+# The evaluation metrics the report knows, in its order; levels() adds every other the rows
+# carry but the training combinations' slot accuracies and rejections (id/success stands for
+# them: the report is about the held-out combinations).
+LEVELS = ("id/success", SUCCESS, "ood/shape_acc", "ood/colour_acc", "ood/rejected")
+NOT_LEVELS = ("id/shape_acc", "id/colour_acc", "id/rejected")
+
+
+def decodability(rows: list[dict]) -> list[str]:
+  """DECODABILITY (NaN where not probed), then every other held-out probe accuracy at the best
+  layer the rows carry, `probe/<fit>/<t>/ood_acc` (not the per-layer
+  `probe/<fit>/step<s>/layer<l>/...` behind them)."""
+  keys = fields.present(rows, lambda k: k.startswith("probe/") and k.endswith("/ood_acc")
+                        and k.count("/") == 3)
+  return fields.ordered([*DECODABILITY, *keys], DECODABILITY)
+
+
+def levels(rows: list[dict]) -> list[str]:
+  """LEVELS, then every other evaluation metric the rows carry (`id/<name>`, `ood/<name>`) but
+  NOT_LEVELS."""
+  keys = fields.present(rows, lambda k: k.split("/")[0] in ("id", "ood"))
+  return fields.ordered([*LEVELS, *keys], LEVELS, NOT_LEVELS)
 
 
 def spearman(x, y) -> float:

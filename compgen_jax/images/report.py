@@ -82,8 +82,7 @@ def _fmt(v) -> str:
 
 
 def level_table(rows) -> str:
-  keys = ("id/success", analysis.SUCCESS, "ood/shape_acc", "ood/colour_acc", "ood/rejected",
-          *analysis.DECODABILITY)
+  keys = (*analysis.levels(rows), *analysis.decodability(rows))
   stats = {k: analysis.by_level(rows, k) for k in keys}
   header = ["program", "coverage", "n_train", "seeds", *keys]
   n_train = {(r["program"], r["coverage"]): r.get("n_train") for r in rows}
@@ -99,7 +98,7 @@ def correlation_table(rows) -> tuple[str, dict]:
   lines = ["| decodability | n | Pearson | Spearman | partial (log coverage) | "
            "mean within-level Pearson |", "|---|---|---|---|---|---|"]
   all_stats = {}
-  for key in analysis.DECODABILITY:
+  for key in analysis.decodability(rows):
     s = analysis.across_runs(rows, key)
     all_stats[key] = s
     lines.append(f"| {key} | {s['n']} | {_fmt(s['pearson'])} | {_fmt(s['spearman'])} | "
