@@ -37,7 +37,7 @@ def _fake_run(root, name, ems, qualitative):
   metric_writer.append_rows(str(run / "scratch" / "metrics.jsonl"), [
       {"step": s, "task": t, "seed": 0, "train/loss": loss}
       for s, t, loss in ((5, "identity", 9.0), (10, "identity", 0.5), (10, "A>K", 0.1))])
-  diag = {k: 0.0 for k in report_rows.DIAGNOSTICS}
+  diag = {k: 0.0 for k, _ in report_rows.DIAGNOSTICS}
   metric_writer.append_rows(str(run / "substitution" / "results.jsonl"), [
       {"pair": "A>K,M>B", "seed": s, "exact_match": em, "exact_match_all_sources": em,
        "qualitative": q, **diag} for s, (em, q) in enumerate(zip(ems, qualitative, strict=True))])
@@ -52,6 +52,22 @@ def test_tables_are_computed_from_the_rows(tmp_path):
   text = open(report.write_report(str(tmp_path))).read()
   assert "| a | A>K,M>B | 0.750 | 0.500 |" in text
   shutil.rmtree(tmp_path / workdir_lib.RUNS_DIR)
+
+
+def test_a_diagnostic_no_list_names_gets_a_column(tmp_path):
+  _fake_run(tmp_path, "a", [1.0, 0.5], [{"AMMA": "KBBK"}, {"AMMA": "KBBA"}])
+  path = tmp_path / workdir_lib.RUNS_DIR / "a" / "substitution" / "results.jsonl"
+  rows = metric_writer.read_rows(str(path))
+  os.remove(path)
+  metric_writer.append_rows(str(path), [{**r, "kl_gap": 0.25 * (i + 1), "max_tail_boost": 9.0}
+                                        for i, r in enumerate(rows)])
+  runs = report_rows.load_runs(str(tmp_path))
+  columns = report_rows.diagnostic_columns(runs)
+  # the known columns, then the new number under its name (not one the table leaves out)
+  assert columns == [*report_rows.DIAGNOSTICS, ("kl_gap", "kl_gap")]
+  assert report_rows.diagnostic_rows(runs)[0][-1] == "0.375"
+  text = open(report.write_report(str(tmp_path))).read()
+  assert "| H(p_i) | kl_gap |" in text
 
 
 def _fake_pass(root, name, layout, experiment, rows):

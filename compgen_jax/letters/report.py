@@ -150,9 +150,7 @@ def render(runs: dict, results_dir: str, notes: str = "", passes: dict | None = 
       "mass on, and argmaxes at, tokens that neither the background nor any expert ranks first; "
       "entropies in nats (experts: the larger of the two).",
       f"![separation]({SEPARATION_PNG})",
-      table(["run", "pair / case", "EM", "overlap", "ortho cos", "|log Z| none", "|log Z| one",
-             "|log Z| both", "tail boost", "unranked mass", "unranked picks", "H(p_b)",
-             "H(p_i)"],
+      table(["run", "pair / case", "EM", *(h for _, h in rows_lib.diagnostic_columns(runs))],
             rows_lib.diagnostic_rows(runs)),
       "## Baselines (held-out strings of length 16)",
       "The composition against what else can be made of the same models: one model trained on "

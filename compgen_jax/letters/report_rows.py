@@ -9,6 +9,7 @@ import numpy as np
 
 from compgen_jax import metric_writer
 from compgen_jax import workdir as workdir_lib
+from compgen_jax.analysis import fields
 from compgen_jax.analysis.verdicts import clipped, mean_interval
 from compgen_jax.composition.spec import EOS_RULES
 from compgen_jax.letters.training import SCRATCH
@@ -144,13 +145,47 @@ def qualitative_rows(runs: dict, pair: str) -> list[list]:
   return rows
 
 
-DIAGNOSTICS = ("overlap", "ortho_cos", "mean_abs_log_z_none", "mean_abs_log_z_one",
-         "mean_abs_log_z_both", "mean_tail_boost", "mean_unranked_mass", "unranked_pick_frac",
-         "mean_entropy_b", "mean_entropy_experts")
+# The diagnostics the table knows, in its order, with their column headings; diagnostic_columns()
+# adds every other number the rows carry but NOT_DIAGNOSTICS (and the NOT_DIAGNOSTIC_PREFIXES).
+DIAGNOSTICS = (("overlap", "overlap"), ("ortho_cos", "ortho cos"),
+               ("mean_abs_log_z_none", "|log Z| none"), ("mean_abs_log_z_one", "|log Z| one"),
+               ("mean_abs_log_z_both", "|log Z| both"), ("mean_tail_boost", "tail boost"),
+               ("mean_unranked_mass", "unranked mass"), ("unranked_pick_frac", "unranked picks"),
+               ("mean_entropy_b", "H(p_b)"), ("mean_entropy_experts", "H(p_i)"))
+# Numbers the rows carry that are not this table's: the seed; how many strings have every source
+# (behind exact_match_all_sources); the flags and whether the parallel composition is defined
+# (overlap and ortho_cos against tolerances, exact_match_parallel: shown as those numbers); the
+# pooled |log Z| (the background table's) and the maxima beside the means shown; ortho (ortho_cos
+# is its scale-free form); the experts' and background's total variation and active fractions
+# (what overlap summarises).
+NOT_DIAGNOSTICS = ("seed", "num_all_sources", "flag_overlap", "flag_ortho", "parallel_defined",
+                   "mean_abs_log_z", "max_abs_log_z", "max_tail_boost", "max_unranked_mass",
+                   "ortho", "tv_mask", "tv_background", "active_frac")
+# exact matches (the EM column and tables) and the violations' outcome fractions, one per
+# expert or role
+NOT_DIAGNOSTIC_PREFIXES = ("exact_match", "outcome_")
+
+
+def _diagnosed(runs: dict) -> list[dict]:
+  return [r for run in runs.values() for exp in ("substitution", "violations")
+          for r in run.get(exp, [])]
+
+
+def diagnostic_columns(runs: dict) -> list[tuple[str, str]]:
+  """(key, heading) of the diagnostics table's columns: DIAGNOSTICS, then every other field of
+  the substitution and violations rows that is a number (or a list of them), under its name."""
+  rows = _diagnosed(runs)
+  numbers = fields.present(rows, lambda k: not k.startswith(NOT_DIAGNOSTIC_PREFIXES) and all(
+      isinstance(r[k], int | float | list) for r in rows if k in r))
+  headings = dict(DIAGNOSTICS)
+  return [(k, headings.get(k, k)) for k in fields.ordered([*headings, *numbers], headings,
+                                                           NOT_DIAGNOSTICS)]
 
 
 def diagnostic_rows(runs: dict) -> list[list]:
-  """Seed means of the diagnostics: each substitution pair and each violations case."""
+  """Seed means of the diagnostics (diagnostic_columns): each substitution pair and each
+  violations case."""
+  columns = [k for k, _ in diagnostic_columns(runs)]
   rows = []
   for name, run in runs.items():
     groups = defaultdict(list)
@@ -161,7 +196,7 @@ def diagnostic_rows(runs: dict) -> list[list]:
     for key, rs in groups.items():
       em = [number(r.get("exact_match", r.get("exact_match_parallel"))) for r in rs]
       rows.append([name, key, float(np.mean(em))] + [
-          f"{np.mean([number(r.get(k, 'nan')) for r in rs]):.3g}" for k in DIAGNOSTICS])
+          f"{np.mean([number(r.get(k, 'nan')) for r in rs]):.3g}" for k in columns])
   return rows
 
 
