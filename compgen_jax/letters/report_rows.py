@@ -153,11 +153,11 @@ DIAGNOSTICS = (("overlap", "overlap"), ("ortho_cos", "ortho cos"),
                ("mean_unranked_mass", "unranked mass"), ("unranked_pick_frac", "unranked picks"),
                ("mean_entropy_b", "H(p_b)"), ("mean_entropy_experts", "H(p_i)"))
 # Numbers the rows carry that are not this table's: the seed; how many strings have every source
-# (behind exact_match_all_sources); the flags and whether the parallel composition is defined
-# (overlap and ortho_cos against tolerances, exact_match_parallel: shown as those numbers); the
-# pooled |log Z| (the background table's) and the maxima beside the means shown; ortho (ortho_cos
-# is its scale-free form); the experts' and background's total variation and active fractions
-# (what overlap summarises).
+# (behind exact_match_all_sources); the flags (overlap and ortho_cos against their tolerances:
+# the table shows the numbers) and parallel_defined (whether exact_match_parallel is); the pooled
+# |log Z| (the background table's) and the maxima beside the means shown; ortho (ortho_cos is its
+# scale-free form); the experts' and background's total variation and active fractions (what
+# overlap summarises).
 NOT_DIAGNOSTICS = ("seed", "num_all_sources", "flag_overlap", "flag_ortho", "parallel_defined",
                    "mean_abs_log_z", "max_abs_log_z", "max_tail_boost", "max_unranked_mass",
                    "ortho", "tv_mask", "tv_background", "active_frac")
