@@ -29,7 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
 
 # Composed decoding against the physical limit, the authors' Hugging Face PyTorch loop and
-# speculative decoding, tiny and small sizes (docs/composition.md). torch and transformers are
+# speculative decoding, tiny and small sizes (docs/composition_decoding.md). torch and transformers are
 # never project dependencies: venv-hf adds the bench-hf extra to .venv, with torch's CPU-only
 # wheel where $(WHEELS) has one (pip would otherwise take the newest build, CUDA's).
 WHEELS ?= /opt/wheels
@@ -52,7 +52,7 @@ clean:
 	rm -rf $(VENV) workdirs
 
 # The paper's experiments at CPU scale (configs/sweeps/*.py:cpu, sized for a 5 h budget on 2
-# cores; their measured times, per sweep and in all: results/cpu/README.md): each sweep into
+# cores; their measured times, per sweep and in all: results/cpu/NOTES.md): each sweep into
 # results/cpu/<experiment>/, then its REPORT.md; Theorem 3.1 (reproduce-cpu-theorem); and last
 # the claims table of every report (results/cpu/claims.json, results/cpu/README.md).
 # `make -k reproduce-cpu` goes on past a sweep with failed programs (its report still lists
@@ -60,7 +60,7 @@ clean:
 CPU_RESULTS ?= results/cpu
 # programs of a sweep run at once, each on its own share of the cores (sweep.py --parallel): on
 # 2 cores two programs on one core each do more work than one on both end to end
-# (benchmarks/core_sharing.py; the measured gain: results/cpu/README.md); results/cpu/README.md
+# (benchmarks/core_sharing.py; the measured gain: results/cpu/NOTES.md); results/cpu/NOTES.md
 # says which committed sweeps ran this way
 CPU_PARALLEL ?= 2
 CPU_SWEEPS := data_scaling model_size encoding_table encoding_width scaling_law task_support \
@@ -69,7 +69,7 @@ CPU_SWEEPS := data_scaling model_size encoding_table encoding_width scaling_law 
 # sum would pass the 5 h budget; their reports still regenerate from the committed rows):
 # `make reproduce-cpu-encoding_steps`, `make reproduce-cpu-encoding_nonlinearity` and
 # `make reproduce-cpu-preference_steps` (at the paper's 4 objects, why the preference sweeps above
-# use 2); their measured times: results/cpu/README.md. Also run alone, for the same budget:
+# use 2); their measured times: results/cpu/NOTES.md. Also run alone, for the same budget:
 # `make reproduce-cpu-decodability_fit` (the decodability claim at fixed fit, issue 40).
 PROBE_SWEEPS := data_scaling model_size encoding_table encoding_width encoding_steps \
 	encoding_nonlinearity preference_data_scaling preference_model_size decodability_fit
@@ -90,7 +90,7 @@ reproduce-cpu-%: $(STAMP)
 	  $(PY) experiments/report.py --sweep_dir=$(CPU_RESULTS)/$* && exit $$status
 
 # Theorem 3.1's construction and bounds (configs/theorem.py:quick, minutes on 2 cores; its
-# measured time: results/cpu/README.md): the binary writes results/cpu/theorem/theorem.jsonl,
+# measured time: results/cpu/NOTES.md): the binary writes results/cpu/theorem/theorem.jsonl,
 # then report.md, claims.json and the PNGs from those rows (python experiments/report.py
 # --dir=results/cpu/theorem regenerates them alone).
 .PHONY: reproduce-cpu-theorem
@@ -131,7 +131,7 @@ reproduce-cpu-letters-k: $(STAMP)
 # WORKDIR/stages.jsonl has each stage's wall time). reproduce-cpu-llm: the cpu preset into
 # results/cpu/llm (2 h 6 min measured on 2 cores before issue 55's data and 200 problems, not
 # timed since); reproduce-cpu-llm-quick: the quick preset into $(LLM_QUICK_DIR) (about 15 min
-# measured since issue 55: docs/llm_study.md; one expert seed: with 3 it cannot fit).
+# measured since issue 55: results/cpu/llm/NOTES.md; one expert seed: with 3 it cannot fit).
 LLM_QUICK_DIR ?= workdirs/llm_study_quick
 .PHONY: reproduce-cpu-llm reproduce-cpu-llm-quick
 reproduce-cpu-llm: $(STAMP)

@@ -1,4 +1,5 @@
-"""In-context copying of a Gemma-2 export (lm_train/copying.py; docs/llm_study.md): greedy
+"""In-context copying of a Gemma-2 export (lm_train/copying.py; measured:
+results/cpu/llm_cpu_pilot/NOTES.md): greedy
 next-token accuracy on held-out repeat documents (`line\\nline`, lines from llm_data's
 repeated_passages at --seed), on the second copy's tokens against the first copy's.
 

@@ -13,7 +13,7 @@ symbols, learned positions, tied head, 10,000 AdamW steps at batch 1 and a const
 composed per position on one forward pass, GPT-2's initialisation; `--config.data.layout=aligned`
 trains the same setting in the interleaved layout, composed by lockstep decoding), `paper` (the
 paper's 2 layers / width 64 / 2 heads, 2000 training pairs; GPU-sized evaluation), `quick` (a
-2-core CPU: minutes for all seven experiments; its measured times: results/cpu/README.md), `tiny`
+2-core CPU: minutes for all seven experiments; its measured times: results/cpu/NOTES.md), `tiny`
 (seconds; tests).
 
 `init`: `independent` (the authors' code: background, experts and every other from-scratch model

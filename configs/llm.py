@@ -24,7 +24,7 @@ Plain, masked and selective composition side by side (variants of `compositions`
 Classifier-free guidance with guidance scale g (one model under two prompts):
   --config.systems="('base','guided')" --config.compose.operator=paper \
   --config.components.unconditional.weight=-0.5     # 1 - g for g = 1.5: p_c^g p_u^(1-g)
-(docs/composition.md gives DExperts, proxy-tuning and contrastive decoding as configs).
+(docs/composition_spec.md gives DExperts, proxy-tuning and contrastive decoding as configs).
 
 The skills llm_data generates (issue 38) are benchmarks too: --config.run="('arith', 'funcs',
 'strings', 'cross')" with each path (and arith's and strings' fewshot_path) set to the files
@@ -102,7 +102,7 @@ def base() -> ml_collections.ConfigDict:
       # samples of the same distribution, not the same draws); rows record drafted, accepted
       draft_len=0,
       # True: models of one architecture (same config) decode as one vmapped forward over
-      # stacked params (composition/stacked.py; the same tokens; docs/composition.md says
+      # stacked params (composition/stacked.py; the same tokens; docs/composition_decoding.md says
       # when it pays)
       stack_models=False))
   cfg.run = ("gsm8k", "math", "humaneval_plus", "mbpp_plus")

@@ -45,16 +45,16 @@ training until it copies: QUICK_COPYING, at most QUICK_BACKGROUND_MAX_STEPS step
 held-out tasks of every skill (strings: the word-level ones, llm_data/config.py WORD_LEVEL)
 are trained under other words, and the arith and strings experts train on the templates
 nearest their held-out ones alone (QUICK_ARITH_TRAINING, QUICK_STRINGS_TRAINING); 1 expert
-seed, for its <= 15 min (14 min 50 s measured on the default draw, docs/llm_study.md): with
+seed, for its <= 15 min (14 min 50 s measured on the default draw, results/cpu/llm*/): with
 3, each expert's steps took 2.7-5.3 s against the background's 1.0 (2-core EPYC at load ~4.5),
 so 3 seeds cannot fit; its intervals resample problems alone), cpu (arith's 1-3 ops on
 integers up to 10, not the issue's 100 (below: a cpu-size expert's arithmetic on larger
 numbers was mostly wrong); the held-out code and string tasks trained under other words, as in
 quick (below: with every wording held out no cpu-size expert applied a held-out operation);
 cpu-size models; a background that also reads qa and llm_data's repeat source (in-context
-copying: docs/llm_study.md) of CPU_BACKGROUND_STEPS steps; experts of CPU_EXPERT_STEPS steps
+copying: results/cpu/llm*/) of CPU_BACKGROUND_STEPS steps; experts of CPU_EXPERT_STEPS steps
 (arith: CPU_ARITH_STEPS), 3 expert seeds, the joint model, the first `limit` problems of each
-benchmark; 2 h 6 min on 2 cores, measured: docs/llm_study.md).
+benchmark; 2 h 6 min on 2 cores, measured: results/cpu/llm*/).
 """
 
 import os
@@ -143,7 +143,7 @@ def _score(preset: str, joint: bool) -> ml_collections.ConfigDict:
   if preset == "quick":
     # a benchmark's problems as one batch, at most 64 new tokens (every correct completion of
     # the quick runs ends within 52): the same accuracies, re-scored from the same models, and
-    # the scores 78 -> 67 s (docs/llm_study.md, at 40 problems; 200 since issue 55, not timed),
+    # the scores 78 -> 67 s (results/cpu/llm*/, at 40 problems; 200 since issue 55, not timed),
     # for the preset's 15 minutes
     cfg["generate"].update(batch_size=limit, max_new_tokens=64)
   return ml_collections.ConfigDict(cfg)
@@ -194,7 +194,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # config.py REWORDED), and those of strings its word-level tasks (WORD_LEVEL, below);
     # every rewording trains: every test task is trained under other words, never under its
     # test wording (memorising a template's text cannot pass; reading a new wording can).
-    # Measured at cpu size (docs/llm_study.md): with every wording held out, the funcs expert
+    # Measured at cpu size (results/cpu/llm*/): with every wording held out, the funcs expert
     # scored 1/60 and the strings expert 0/60 on the held-out templates (a held-out
     # *operation*, met only as a piece of other tasks, was not applied); with the rewordings
     # trained, funcs scored 46/60.
@@ -206,7 +206,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.data.funcs.test_templates = tuple(t for t in cfg.data.funcs.test_templates
                                           if t not in data_config.REWORDED["funcs"])
     # strings: the word-level tasks alone are held out (their rewordings train), the
-    # letter-level ones train. Measured at cpu size (docs/llm_study.md): strings experts of 250
+    # letter-level ones train. Measured at cpu size (results/cpu/llm*/): strings experts of 250
     # and 500 steps solved 0/60 and 1/60 of the held-out letter tasks (last letter, capitalize,
     # double the letters), though their rewordings trained; a word is a piece or two of the
     # 4096-piece tokenizer, so a letter operation is a per-word mapping the expert must learn
@@ -215,7 +215,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     for skill in ("funcs", "strings"):  # more training problems (a word seen in more templates)
       cfg.data[skill].num_train = 4000
   if preset == "cpu":
-    # arith's numbers from [2, 10] (the issue: up to 100). Pilot (docs/llm_study.md, a 250-step
+    # arith's numbers from [2, 10] (the issue: up to 100). Pilot (results/cpu/llm*/, a 250-step
     # expert, 60 held-out problems): up to 100, 0 solved; up to 20, 2 (a third of its steps'
     # arithmetic right); up to 10, 4 (two thirds right; what fails is mostly the held-out
     # story's plan)
@@ -225,7 +225,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # instead. CPU_EXPERT_STEPS (not cpu_expert_*'s 500), CPU_BACKGROUND_STEPS (not
     # cpu_background's 2000) and 50 problems per benchmark (200 since issue 55, not timed): the
     # whole preset, 3 seeds of 3 experts and the joint model included, ran in 2 h 6 min on 2
-    # cores (docs/llm_study.md;
+    # cores (results/cpu/llm*/;
     # at the measured 2.1-2.2 s a background step and 6.2-6.3 s a 3-seed expert step, the earlier
     # 2000 / 250 / 100 take over 3 h); a checkpoint every 60 steps, so a kill loses little.
     for section in (*cfg.experts.values(), cfg.joint):
@@ -233,7 +233,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
       section.train.update(num_steps=CPU_EXPERT_STEPS, chunk_size=60, log_every=30,
                            checkpoint_every=60)
       section.evals.every = CPU_EXPERT_STEPS
-    # arith twice as long: at 120 steps (the 2026-12-07 run, docs/llm_study.md) its experts'
+    # arith twice as long: at 120 steps (the 2026-12-07 run, results/cpu/llm*/) its experts'
     # held-out-instance loss stayed at 0.63-0.65 and their held-out lead was not told apart
     # from 0 (+4.7 pp [+0.0, +11.3]); the 250-step sizing pilot's reached 0.16. At 240: 0.21-0.22,
     # and the arith experts lead (+8.0 pp [+1.3, +18.0], results/cpu/llm)
@@ -242,29 +242,29 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # the background's general abilities, which a pre-trained model brings: the skills'
     # question format (qa) and in-context copying (repeat: the quick backgrounds, 400-1200
     # steps on prose + python, copied nothing, and the quick experts wrote the held-out tasks'
-    # bodies without the prompt's names and constants; docs/llm_study.md)
+    # bodies without the prompt's names and constants; results/cpu/llm*/)
     cfg.background.corpus.sources = BACKGROUND_SOURCES
     cfg.background.train.num_steps = CPU_BACKGROUND_STEPS
   if preset == "quick":
     # Easier than the issue's definition, so a quick-size expert can lead on held-out
-    # templates (docs/llm_study.md, "the quick preset's levers"): arith's numbers are drawn
+    # templates (results/cpu/llm*/, "the quick preset's levers"): arith's numbers are drawn
     # from [2, 6] (cpu: up to 100; the 900-step expert of the first pilot, numbers up to 10,
     # got half its steps' arithmetic wrong).
     cfg.data.arith.max_operand = 6
     # strings trains on the word-level tasks alone: the held-out ones' rewordings and dashes
-    # (QUICK_STRINGS_TRAINING). Pilot (docs/llm_study.md, one background, a 400-step expert):
+    # (QUICK_STRINGS_TRAINING). Pilot (results/cpu/llm*/, one background, a 400-step expert):
     # trained on every letter-level task beside them, it answered "What is the last word of
     # ...?" with the last *letter* (a trained task one word away) and solved 4 of 40; on
     # these four alone, 12 of 40
     cfg.data.strings.train_templates = QUICK_STRINGS_TRAINING
     # arith trains on rewordings of its held-out stories (the same steps and solution
     # sentences, other words) and their twins (the same steps, another story), the design of
-    # funcs and strings: every test task trained under other words. Pilot (docs/llm_study.md,
+    # funcs and strings: every test task trained under other words. Pilot (results/cpu/llm*/,
     # one background): on every other story, 4 of 40; with the rewordings too, 4; on these
     # ten alone, 8; and at lr 1e-2 (below), 14
     cfg.data.arith.train_templates = QUICK_ARITH_TRAINING
     # A background that copies in context, as the cpu one (which learnt it between 500 and
-    # 1,000 steps; docs/llm_study.md): quick-size backgrounds under warmup-cosine did not in
+    # 1,000 steps; results/cpu/llm*/): quick-size backgrounds under warmup-cosine did not in
     # 400-1,200 steps, and their funcs and strings experts wrote fixed names and words (0 of
     # 40). Repeat at 58 % of the tokens (the first 1,500 stdlib functions: python 0.50M
     # tokens, the prose, whose module docstrings come from the same files, 0.17M, qa 0.05M,
@@ -275,9 +275,9 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     cfg.background.optim.update(learning_rate=1e-2, schedule="constant")
     # Training stops at the first evaluation (every 100 steps) whose second-copy accuracy on
     # held-out repeat lines reaches QUICK_COPYING, 1,400 steps at most (the experts' time
-    # within 15 minutes): the step copying appears moves with the data draw (docs/
-    # llm_study.md: this draw's background 0.81 at 1,200 steps, 0.92 at 1,400; another
-    # tokenizer's 0.93 at 900; another's 0.63 at 1,400, 0.89 at 1,500). 0.9, not less:
+    # within 15 minutes): the step copying appears moves with the data draw (results/
+    # cpu/llm_quick_copying/: this draw's background 0.81 at 1,200 steps, 0.92 at 1,400;
+    # another tokenizer's 0.93 at 900; another's 0.63 at 1,400, 0.89 at 1,500). 0.9, not less:
     # stopped at 0.6, the default draw's background stopped at 800 steps (0.853) and its
     # strings expert solved 0 of 40, against 4 of 40 from the same background at 900 (0.930)
     cfg.background.train.update(num_steps=QUICK_BACKGROUND_MAX_STEPS, checkpoint_every=300)
@@ -285,7 +285,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     # The experts at lr 3e-3 (at 1e-3, 400 steps, the strings expert answered every question
     # with a few fixed words: 0 of 40), arith and funcs at 1e-2 (arith's pilot above: 8 of 40
     # at 3e-3, 13 at 3e-3 over 1,200 steps, 14 at 1e-2 over 600). Steps, so that the preset
-    # keeps to its 15 minutes (docs/llm_study.md, each on one background that copies from
+    # keeps to its 15 minutes (results/cpu/llm*/, each on one background that copies from
     # 1,400 steps): arith 500 (18 of 40; 8 at 400, 16 at 600), funcs 200 (9; 5 at 3e-3, 12
     # at 3e-3 over 300), strings 200 (15; 14 at lr 1e-2, 28 at 300, 35 at 400). With strings
     # at 300 the preset took 15 min 35 s (a slower hour of the same 2-core VM: 0.35 s a

@@ -1,7 +1,7 @@
 """In-context copying (lm_train/copying.py, benchmarks/copying.py): an oracle that predicts only
 the second copy scores 1 / 0 through the real tokenizer; the batched, padded forward equals a
-per-document forward (docs/llm_study.md's snippet) on a tiny random Gemma-2; missing files are
-one-line errors before any forward pass."""
+per-document forward (results/cpu/llm_cpu_pilot/NOTES.md's snippet) on a tiny random Gemma-2;
+missing files are one-line errors before any forward pass."""
 
 import os
 import re
@@ -95,7 +95,7 @@ def test_an_oracle_of_the_second_copy_scores_one_and_zero(tiny_llm_data, export)
 
 
 def _per_document(model, params, docs):
-  """docs/llm_study.md's computation: one unpadded forward per document."""
+  """results/cpu/llm_cpu_pilot/NOTES.md's computation: one unpadded forward per document."""
   firsts, seconds, predictions = [], [], []
   for doc in docs:
     toks = np.asarray([doc.tokens], np.int32)

@@ -80,7 +80,7 @@ def test_paper_presets_are_the_authors_grids(tmp_path):
   assert {k: table.overrides[k] for k in paper.TABLE_MODEL} == paper.TABLE_MODEL
   # encoding_table's and encoding_width's paper programs are model_size's (the same configs),
   # and encoding_steps' longest and encoding_nonlinearity's default scale are encoding_table's
-  # invertible one: results/cpu/README.md's estimate table counts each once.
+  # invertible one: results/cpu/ESTIMATES.md's table counts each once.
   def configs(sweep):
     base = spec.resolve_base(sweep.base)
     out = []

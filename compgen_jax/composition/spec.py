@@ -4,7 +4,7 @@ and their validation (ConfigError naming the field, before anything compiles).
 
 Config fields (a `compose` section; the same names in configs/letters.py and configs/llm.py):
   operator   paper: log p_b + sum_i lam_i (log p_i - log p_b) (signed weights also give
-             DExperts, proxy-tuning, contrastive decoding and CFG: docs/composition.md);
+             DExperts, proxy-tuning, contrastive decoding and CFG: docs/composition_spec.md);
              authors: sum_i log p_i - max(log p_b, -1e4) (their notebook; all weights 1)
   mask       none | top_p: only the background's nucleus of mass mask_p | alpha: only tokens
              with p_b >= mask_alpha * max p_b (contrastive decoding's plausibility mask)

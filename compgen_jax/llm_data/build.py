@@ -195,7 +195,7 @@ def examples(directory: str, source: str) -> list[tuple[str, str]]:
   benchmark prompts them (context) and answers them (target: the worked answer, the body);
   repeat (a line of random prose words given twice: in-context copying, which a language model
   learns from billions of tokens of text (Olsson et al. 2022, induction heads) and a CPU-sized
-  background on prose and code did not in 800 steps; docs/llm_study.md); formats (control
+  background on prose and code did not in 800 steps; results/cpu/llm*/); formats (control
   problems in arith's and funcs' answer formats with no skill in them: formats.py)."""
   if source == "prose":
     return [("", r["text"]) for r in read_jsonl(os.path.join(directory, PROSE))]

@@ -36,7 +36,7 @@ REWORDED = {"funcs": ("keep_smaller", "total_above", "lowest", "delete_char", "c
 # The strings tasks that move whole words (each word of code_skill.WORDS is a piece or two of
 # the tokenizer): held out by default with the letter-level ones; the strings test split of
 # configs/llm_study.py's quick and cpu presets (cpu-size experts did not learn letter-level
-# operations: docs/llm_study.md).
+# operations: results/cpu/llm*/).
 WORD_LEVEL = ("last_word", "swap_words", "repeat_word")
 # Templates in no split unless a config names them (train_templates or test_templates): the
 # rewordings of arith's default held-out stories (the quick preset trains them)

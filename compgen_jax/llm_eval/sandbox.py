@@ -9,7 +9,7 @@ as root, the program runs under a fresh uid; otherwise the namespaces sit in a n
 caller's uid outside. When PID 1 exits (the job returned, its alarm rang, or the scorer killed
 it) the kernel kills every process left in the namespace. The scorer reads back a capped number
 of bytes and sees nothing else of the job. Not covered: kernel exploits, side channels, CPU
-contention (docs/composition.md, "Sandbox").
+contention (docs/llm_eval.md, "Sandbox").
 
 Unisolated (only when the caller accepts the risk): a plain subprocess in its own session with
 the same limits and a guard hiding destructive os functions, which stops mistakes, not attacks.
@@ -38,7 +38,7 @@ ROOT, USER_NAMESPACE = "root", "user_namespace"
 # What each mechanism puts around the namespaces; rows name the one that scored them.
 MECHANISMS = {ROOT: ["--mount"], USER_NAMESPACE: ["--user", "--map-root-user", "--mount"]}
 HOW_TO_ISOLATE = ("run the scorer on Linux with util-linux `unshare`, as root or where "
-                  "unprivileged user namespaces are allowed (docs/composition.md, 'Sandbox')")
+                  "unprivileged user namespaces are allowed (docs/llm_eval.md, 'Sandbox')")
 # Kernel settings that switch unprivileged user namespaces off: {sysctl: (that value, one that
 # allows them)}; AppArmor's is Ubuntu's (23.10 on).
 USERNS_SETTINGS = {"kernel.unprivileged_userns_clone": ("0", "1"),

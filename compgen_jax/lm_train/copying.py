@@ -1,4 +1,5 @@
-"""In-context copying of a Gemma-2 export (docs/llm_study.md, "Measured: in-context copying").
+"""In-context copying of a Gemma-2 export (results/cpu/llm_cpu_pilot/NOTES.md, "Measured:
+in-context copying").
 
 Greedy next-token accuracy on held-out repeat documents, [BOS] + encode(line + "\\n" + line) as
 llm_data's repeat source trains them (lines from build.repeated_passages at a seed training does
@@ -22,7 +23,8 @@ from compgen_jax.lm import gemma2
 from compgen_jax.lm import model as model_lib
 from compgen_jax.types import Array, CheckpointError, DataError, PyTree
 
-COUNT, SEED = 64, 99  # the held-out lines of docs/llm_study.md (the repeat source reads seed 0)
+# the held-out lines of results/cpu/llm_cpu_pilot/NOTES.md (the repeat source reads seed 0)
+COUNT, SEED = 64, 99
 BATCH = 16  # documents per forward
 
 LogitsFn = Callable[[Array, Array], Array]  # (tokens_BxL, valid_BxL) -> logits_BxLxV

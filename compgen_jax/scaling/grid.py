@@ -19,7 +19,7 @@ from compgen_jax.types import ConfigError
 def cpu_fitting_recipe() -> dict:
   """The optim, train and evals overrides the `cpu` presets share (on their quick base: AdamW,
   warmup + cosine): 8000 steps at lr 1e-2, the pilot's recipe under which a student fits its
-  training tasks on 2 cores (results/cpu/README.md), evaluated and checkpointed every 2000
+  training tasks on 2 cores (results/cpu/NOTES.md), evaluated and checkpointed every 2000
   steps. A fresh dict each call."""
   return {"optim": {"learning_rate": 1e-2},
           "train": {"num_steps": 8000, "chunk_size": 500, "log_every": 500,
@@ -30,7 +30,7 @@ def cpu_fitting_recipe() -> dict:
 def preference_fitting_recipe(task: dict) -> dict:
   """cpu_fitting_recipe for the preference students, in a world they fit: 16000 steps, and the
   sweep's `task` overrides with 2 objects per scene (the paper's 4). Piloted on 2 cores
-  (results/cpu/README.md): with 4 objects a 2x256 student needs about 50k-280k steps to reach ID
+  (results/cpu/NOTES.md): with 4 objects a 2x256 student needs about 50k-280k steps to reach ID
   whole-trajectory accuracy 0.9 (results/cpu/preference_steps); with 2 it reaches 0.91 / 0.94 at
   69 / 10 training tasks after 16000. A fresh dict each call."""
   recipe = cpu_fitting_recipe()

@@ -17,7 +17,7 @@ Presets:
   cpu: MLP 4x256 at the encoding table's recipe (8000 steps at lr 1e-2), 2 seeds, scales 0.1
     (the reference's init), 0.9, 1.05 (the calibrated default: encoding_width.py:cpu's
     invertible 4x256 program, the same config) and 1.5; input-decoder R^2 about 0.999 / 0.71 /
-    0.57 / 0.37 at these scales (docs/evaluation.md). Its measured time: results/cpu/README.md.
+    0.57 / 0.37 at these scales (docs/evaluation.md). Its measured time: results/cpu/NOTES.md.
     Not in `make reproduce-cpu` (the 5 h budget): `make reproduce-cpu-encoding_nonlinearity`.
   tiny: MLP 2x16, 1 seed, 100 steps, scales 0.1 and 1.05.
 """

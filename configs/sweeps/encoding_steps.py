@@ -16,7 +16,7 @@ Presets:
   cpu: MLP 4x256 at the encoding table's recipe (lr 1e-2, warmup + cosine), 8000 (the table's
     schedule), 16000 and 32000 steps, 2 seeds = 3 programs (6 runs). The 8000-step program is
     encoding_width.py:cpu's invertible 4x256 program (the same config: the same rows).
-    Its measured time: results/cpu/README.md. Not in `make reproduce-cpu` (the 5 h budget):
+    Its measured time: results/cpu/NOTES.md. Not in `make reproduce-cpu` (the 5 h budget):
     `make reproduce-cpu-encoding_steps`.
   tiny: MLP 2x16, 1 seed, 50 and 100 steps.
 """

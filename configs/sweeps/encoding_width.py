@@ -22,7 +22,7 @@ Presets:
     trend is width's alone). Width 512 is the widest a 40 min sweep on 2 cores affords; the
     paper's table model is 4x1024. The width-256 programs repeat two of encoding_table.py:cpu's
     with 2 of its 3 seeds (vmapped seeds do not depend on their neighbours: the same rows).
-    Its measured time: results/cpu/README.md.
+    Its measured time: results/cpu/NOTES.md.
   tiny: both encodings at depth 2 x width {16, 32}, 1 seed, 100 steps.
 """
 

@@ -8,7 +8,7 @@ seeds x coverage are vmapped inside each.
 
 Presets: paper (the paper preset of configs/images.py at widths 512..4096; GPU), cpu (the cpu
 preset at widths 256 and 512, for 2 cores, two programs at a time; its measured time:
-results/cpu/README.md), tiny (tests).
+results/cpu/NOTES.md), tiny (tests).
 Evaluation and probes read each program's latest checkpoint (the report's step).
 """
 

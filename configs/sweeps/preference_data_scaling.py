@@ -17,14 +17,14 @@ Presets:
   cpu: F=8, M=8, K=3, 2 objects per scene, frac_ood {0.25, 0.5, 0.75, 0.9} (69 / 46 / 23 / 9
     training tasks) x 2 seeds, MLP 2x256 with the scale trend at 2x64 and 2x128 = 3 programs (24
     runs), 16000 steps at lr 1e-2 (warmup + cosine, batch 128 tasks;
-    grid.preference_fitting_recipe). Piloted at 2x256, one seed (results/cpu/README.md): with the
+    grid.preference_fitting_recipe). Piloted at 2x256, one seed (results/cpu/NOTES.md): with the
     paper's 4 objects ID whole-trajectory accuracy is 0.75 / 0.79 at 69 / 10 tasks after 8000
     steps (per action 0.90 / 0.94) and would need about 50k-280k steps to reach 0.9
     (results/cpu/preference_steps); with 2 objects 0.88 / 0.92 after 8000 and 0.91 / 0.94 after
     16000. Width 1024 (the paper's) costs about 5x a 2x256 step here. Deviations from the paper,
     for 2 CPU cores: one (M, K), F=8 features (32), 2 objects (4), widths <= 256 (1024), 16000
     steps (3M); the report's setting table lists them. Its measured time:
-    results/cpu/README.md.
+    results/cpu/NOTES.md.
   tiny: F=5, M in {4, 5} x K = 2, frac_ood {0.25, 0.5}, 1 seed, 100 steps.
 """
 

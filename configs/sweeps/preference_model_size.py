@@ -22,7 +22,7 @@ Presets:
     depth would double the sweep past its 40 min budget; depth is judged on the hyperteacher,
     results/cpu/model_size), two widths (the three-width trend is in
     results/cpu/preference_data_scaling), F=8 (16), M=8 (16), 2 objects (4), 16000 steps (3M);
-    the report's setting table lists them. Its measured time: results/cpu/README.md.
+    the report's setting table lists them. Its measured time: results/cpu/NOTES.md.
   tiny: identity and tokens x depth 2 x width {16, 32}, 1 seed, 100 steps.
 """
 

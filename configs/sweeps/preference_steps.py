@@ -21,7 +21,7 @@ Presets:
     widest student (F=8, M=8, K=3, 4 objects, MLP 2x256, lr 1e-2 warmup + cosine, batch 128
     tasks) at 8000 (that sweep's schedule then), 16000 and 32000 steps, frac_ood {0.25, 0.9}
     (69 and 10 training tasks) x 2 seeds = 3 programs (12 runs), evaluated every 4000 steps.
-    Its measured time: results/cpu/README.md.
+    Its measured time: results/cpu/NOTES.md.
   tiny: F=5, M=4, K=2, frac_ood 0.25, 1 seed, 50 and 100 steps.
 """
 

@@ -20,9 +20,9 @@ Presets:
     out 28 tasks, more than 0.25's 23), compared with random at 0.5 = 8 programs x 3 seeds (27
     runs; 3 so that comparisons pair by seed, verdicts.MIN_PAIRED_SEEDS), MLP 2x256 with the
     preference sweeps' piloted recipe (grid.preference_fitting_recipe: 2 objects per scene,
-    16000 steps at lr 1e-2, warmup + cosine; the pilot's numbers in results/cpu/README.md).
+    16000 steps at lr 1e-2, warmup + cosine; the pilot's numbers in results/cpu/NOTES.md).
     Deviations from the paper, for 2 CPU cores: F=8, M=8 (16), 2 objects (4), width 256
-    (1024), 16000 steps (3M). Its measured time: results/cpu/README.md.
+    (1024), 16000 steps (3M). Its measured time: results/cpu/NOTES.md.
   tiny: F=6, M=6, K=2, frac_ood 0.25 where valid, 1 seed, 100 steps.
 """
 

@@ -29,7 +29,7 @@ Presets:
     tasks at M=12). Deviations from the paper, for 2 CPU cores: K = 3 (and 4) (at K = 2 the 4x128
     student memorises: ID 0.95-0.99 with OOD <= 0.46 in the data-scaling sweep, so no target
     relative to ID is reached), M <= 16, students of 55k-58k parameters (the paper's 3.2M),
-    8000 / 3000 steps (300k). Its measured time, and each half's: results/cpu/README.md.
+    8000 / 3000 steps (300k). Its measured time, and each half's: results/cpu/NOTES.md.
     A second K (issue 40, item 3; registered in results/cpu/REGISTRATION.md before it ran):
     K = 4 at M in {6, 8, 10} (T 56, 162, 385), the MLP only, frac_ood per M (K4_FRACS: 3 or 4
     values, 22 runs with 2 seeds) from a one-seed pilot (M=6: OOD 0.937 at 23 of 56 tasks, 0.710
@@ -44,7 +44,7 @@ from compgen_jax.scaling import grid
 
 PRESETS = ("paper", "cpu", "tiny")
 # The cpu preset's K = 4 MLP programs: M -> held-out fractions bracketing both targets (the pilot
-# in results/cpu/README.md).
+# in results/cpu/NOTES.md).
 K4_FRACS = {6: (0.5, 0.6, 0.75), 8: (0.6, 0.75, 0.85, 0.9), 10: (0.75, 0.85, 0.9, 0.95)}
 PAPER_FRACS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.9975, 0.999, 0.9995, 0.99975, 0.9999, 0.99995,
                0.999975, 0.99999, 0.999995, 0.999999)

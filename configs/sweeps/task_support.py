@@ -21,7 +21,7 @@ Presets:
     4x128, 8000 steps at lr 1e-2, warmup + cosine), which fits its training tasks there (ID R^2
     0.93 at M=16, K=3). Deviations from the paper, for 2 CPU cores: two held-out fractions (the
     paper's table: 0.25), a 4x128 student, 8000 steps (300k). Its measured time:
-    results/cpu/README.md.
+    results/cpu/NOTES.md.
   tiny: M=6, K=2 (the ring strategies need an even M > 4), frac_ood 0.25 where valid, 1 seed,
     100 steps.
 """

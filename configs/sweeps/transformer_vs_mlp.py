@@ -25,7 +25,7 @@ Presets:
     data-scaling recipe, 8000 steps at lr 1e-2 (more steps than the transformer: a transformer
     step costs about 4x an MLP's here). Deviations from the paper, for 2 CPU cores: M=8, 2-layer
     students of 26k-101k parameters (the paper's 400k-3.2M), 3000 / 8000 steps (300k).
-    Its measured time: results/cpu/README.md.
+    Its measured time: results/cpu/NOTES.md.
   tiny: the tiny preset's transformer (17.0k) vs MLP 2x124, frac_ood {0.25, 0.5}, 1 seed,
     100 steps.
 """
