@@ -6,9 +6,9 @@ token of every row), so the generated tokens of every row sit in one [B, N] buff
 may get a prompt of its own (a tuple of M arrays: CFG's two prompts, an expert's chat template),
 prefilled into its own cache. Each step composes the models' next-token distributions
 (`rules.step`: the spec's operator, the paper's with weights lambda or the authors' variant,
-with the spec's gating, plausibility mask and EOS rule), picks a token (`sampling.pick`: greedy, or
-sampled from each row's own key after temperature, top-k, top-p, min-p) and feeds it to every
-model. A sequence finishes at EOS, when its generated tail equals one of
+with the spec's gating, plausibility mask and EOS rule), picks a token (`sampling.pick`:
+greedy, or sampled from each row's own key after temperature, top-k, top-p, min-p) and feeds it
+to every model. A sequence finishes at EOS, when its generated tail equals one of
 the stop sequences (token ids: turning stop *strings* into ids is the caller's job, with the
 tokenizer, outside), or at its own budget; the loop ends when every sequence has finished.
 Per-token diagnostics (log Z_t, p(EOS) composed and per model, KL(p_i || p_b) and the experts'
@@ -67,8 +67,8 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
   (one per model, of any lengths). `spec.operator` names the operator (`compose.OPERATORS`;
   lam_K None: weights 1, or none for an operator without). Sampling draws row b from `key`
   (one key: row b uses fold_in(key, b)) or `key[b]` (B keys), so a row alone with its key
-  samples what it samples in a batch. Called
-  on the host: arguments are checked here, then one jitted program runs prefill and decoding.
+  samples what it samples in a batch. Called on the host: arguments are checked here, then one
+  jitted program runs prefill and decoding.
   `stack_models`: models of one architecture decode as one vmapped forward over stacked params
   (`stacked.plan`; the same tokens, log-probs equal up to rounding).
   """
