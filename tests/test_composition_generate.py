@@ -8,6 +8,7 @@ import pytest
 
 from compgen_jax.composition import compose, decode, diagnostics
 from compgen_jax.composition import generate as gen_lib
+from compgen_jax.composition.spec import Spec
 from compgen_jax.lm import gemma2
 from compgen_jax.lm.model import forward
 from tests import helpers
@@ -169,7 +170,7 @@ def test_minus_inf_logits_give_no_nan(params, authors, greedy):
   prompts, valid = _prompts()
   models = (_with_minus_inf(5), _with_minus_inf(7), _with_minus_inf(9))
   g = _gen(models, params, prompts, valid, greedy=greedy, key=jax.random.key(3),
-           authors=authors)
+           spec=Spec(operator="authors" if authors else "paper"))
   for name, x in g._asdict().items():
     assert np.all(np.isfinite(np.asarray(x, np.float64))), name
   if authors:  # only the background is clamped: an expert's zero stays zero
@@ -181,17 +182,17 @@ def test_authors_variant_is_the_reference_operator():
   logp = [jax.nn.log_softmax(3.0 * jax.random.normal(k, (2, 6))) for k in keys]
   lb, le = logp[0].at[:, 2].set(-jnp.inf), jnp.stack(logp[1:])
   for num_experts in (1, 2, 3):
-    got, log_z = compose.compose(lb, le[:num_experts], authors=True)
+    got, log_z = compose.compose(lb, le[:num_experts], operator="authors")
     ref = np.asarray(le[:num_experts], np.float64).sum(0) - np.maximum(np.asarray(lb), -1e4)
     ref_lse = np.log(np.exp(ref - ref.max(-1, keepdims=True)).sum(-1)) + ref.max(-1)
     np.testing.assert_allclose(got, ref - ref_lse[:, None], rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(log_z, ref_lse, rtol=1e-5)
   # two experts: the paper's operator at lambda 1 (up to the clamp, on finite log-probs)
   paper, _ = compose.compose(logp[0], le[:2])
-  authors_2 = compose.compose(logp[0], le[:2], authors=True)[0]
+  authors_2 = compose.compose(logp[0], le[:2], operator="authors")[0]
   np.testing.assert_allclose(paper, authors_2, atol=1e-5)
   with pytest.raises(ValueError, match="all weights 1"):
-    compose.compose(lb, le, jnp.ones(3), authors=True)
+    compose.compose(lb, le, jnp.ones(3), operator="authors")
 
 
 def test_diagnostics_match_teacher_forced_diagnose(params):

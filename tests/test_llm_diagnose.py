@@ -103,7 +103,7 @@ def test_per_problem_diagnostics_match_numpy(lam_K):
   valid = np.arange(steps)[None] < np.asarray(lengths)[:, None]
   d = diagnose.per_problem(jnp.asarray(logp, jnp.float32), jnp.asarray(valid),
                            None if lam_K is None else jnp.asarray(lam_K),
-                           authors=lam_K is None, kl_threshold=0.5)
+                           operator="authors" if lam_K is None else "paper", kl_threshold=0.5)
   system = types.SimpleNamespace(name="c", members=("b", "e1", "e2", "e3"))
   for i, n in enumerate(lengths):
     ref = _numpy_reference(logp[:, i], n, lam_K, eos_id, 0.5, diagnose.TAIL_LOGP)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from compgen_jax.composition import rules, sampling
+from compgen_jax.composition import compose, rules, sampling
 from compgen_jax.composition.spec import NO_TRUNCATION, PAPER, Spec, Truncation
 from compgen_jax.lm.model import Model, forward, same_vocabulary
 from compgen_jax.types import Array, PRNGKey, PyTree
@@ -42,8 +42,7 @@ def decode(models: Sequence[Model], params: Sequence[PyTree], forced_BxT: Array,
   eos_id, pad_id = models[0].eos_id, models[0].pad_id
   batch, max_len = forced_BxT.shape
   num_experts = len(models) - 1
-  if lam_K is None and not spec.authors:
-    lam_K = jnp.ones((num_experts,), jnp.float32)
+  lam_K = compose.weights(spec.operator, lam_K, num_experts)
   if not greedy and key is None:
     raise ValueError("sampling needs a key")
   keys_B = None if greedy else sampling.row_keys(key, batch)

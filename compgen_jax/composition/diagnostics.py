@@ -8,7 +8,7 @@ active (KL(p_i || p_b) above a threshold). Log-probs are clamped at `compose.LOG
 import jax
 import jax.numpy as jnp
 
-from compgen_jax.composition.compose import clamp_logp, compose
+from compgen_jax.composition.compose import OPERATORS, clamp_logp, compose, weights
 from compgen_jax.types import Array
 
 
@@ -53,14 +53,14 @@ def step_orthogonality(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Ar
 
 def tail_risk(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, logp_c_BxTxV: Array,
               lam_K: Array | None = None, tail_logp: float = -6.9, *,
-              authors: bool = False) -> dict[str, Array]:
+              operator: str = "paper") -> dict[str, Array]:
   """Per-step measures of a composition won by the background's tail, where KL sees nothing.
 
   A token v with log p_b(v) < tail_logp (default p_b < 1e-3) gets the composed logit
   log p_b + sum_i lam_i (log p_i - log p_b); with two experts that is log p_1 + log p_2 -
   log p_b, so two experts that each give v a small probability lift it far above them when
-  the background gives it less. The boost is the composed logit minus log p_b: under the
-  authors' operator (`compose.compose(authors=True)`, lam_K None) sum_i log p_i - 2 log p_b,
+  the background gives it less. The boost is the composed logit minus log p_b (each
+  operator's `boost`): under the authors' operator (lam_K None) sum_i log p_i - 2 log p_b,
   which is the paper's for two experts. Returns, per step [B, T]:
     tail_boost: max over tail tokens of the boost, sum_i lam_i (log p_i - log p_b) (0 when none);
     unranked_mass: composed mass on tokens that no component (background or expert) ranks
@@ -68,14 +68,8 @@ def tail_risk(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, logp_c_BxTxV: Array,
     unranked_pick: the composed argmax is such a token.
   """
   logp_b, logp_e = clamp_logp(logp_b_BxTxV), clamp_logp(logp_e_KxBxTxV)
-  num_experts = logp_e.shape[0]
-  if authors:
-    if lam_K is not None:
-      raise ValueError("the authors' variant has all weights 1: lam_K must be None")
-    boost_BxTxV = jnp.sum(logp_e, axis=0) - 2.0 * logp_b
-  else:
-    lam_K = jnp.ones((num_experts,), logp_b.dtype) if lam_K is None else jnp.asarray(lam_K)
-    boost_BxTxV = jnp.einsum("k,kbtv->btv", lam_K.astype(logp_b.dtype), logp_e - logp_b[None])
+  lam_K = weights(operator, lam_K, logp_e.shape[0])
+  boost_BxTxV = OPERATORS[operator].boost(logp_b, logp_e, lam_K)
   in_tail = logp_b < tail_logp
   tail_boost_BxT = jnp.max(jnp.where(in_tail, boost_BxTxV, -jnp.inf), axis=-1, initial=-jnp.inf)
   vocab = logp_b.shape[-1]
@@ -91,10 +85,10 @@ def tail_risk(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, logp_c_BxTxV: Array,
 def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
              lam_K: Array | None = None, kl_threshold: float = 0.1,
              norm_floor: float = 1e-3, tail_logp: float = -6.9, *,
-             authors: bool = False) -> dict[str, Array]:
+             operator: str = "paper") -> dict[str, Array]:
   """Per-step KL and active sets, their pairwise overlap, log Z_t, per-step orthogonality
-  and per-mask total variation between the composition and each model. `authors`: the
-  composition is the authors' operator (`compose.compose`; lam_K must be None).
+  and per-mask total variation between the composition and each model, composed by
+  `operator` (`compose.OPERATORS`; lam_K None for one without weights).
 
   Returns arrays: kl_KxBxT, active_KxBxT, active_frac_K, overlap_KxK (fraction of valid steps
   where i and j are both active), log_z_BxT, mean_abs_log_z, max_abs_log_z, ortho_KxK and
@@ -106,7 +100,7 @@ def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
   mean entropies (nats) of the background and of each expert, mean_entropy_b / _K.
   """
   valid_BxT = valid_BxT.astype(bool)
-  logp_c_BxTxV, log_z_BxT = compose(logp_b_BxTxV, logp_e_KxBxTxV, lam_K, authors=authors)
+  logp_c_BxTxV, log_z_BxT = compose(logp_b_BxTxV, logp_e_KxBxTxV, lam_K, operator=operator)
   kl_KxBxT = kl(logp_e_KxBxTxV, logp_b_BxTxV[None])
   active_KxBxT = (kl_KxBxT > kl_threshold) & valid_BxT[None]
   act = active_KxBxT.astype(jnp.float32)
@@ -119,7 +113,7 @@ def diagnose(logp_b_BxTxV: Array, logp_e_KxBxTxV: Array, valid_BxT: Array,
   none_active_BxT = valid_BxT & ~jnp.any(active_KxBxT, axis=0)
   abs_log_z = jnp.abs(log_z_BxT)
   risk = tail_risk(logp_b_BxTxV, logp_e_KxBxTxV, logp_c_BxTxV, lam_K, tail_logp,
-                   authors=authors)
+                   operator=operator)
   num_active_BxT = act.sum(axis=0)
   by_active = {f"mean_abs_log_z_{name}": _masked_mean(abs_log_z, valid_BxT & sel)
                for name, sel in (("none", num_active_BxT == 0), ("one", num_active_BxT == 1),

@@ -5,10 +5,10 @@ Prompts are left-padded [B, P] (`prompt_valid_BxP` False on padding; the last co
 token of every row), so the generated tokens of every row sit in one [B, N] buffer; each model
 may get a prompt of its own (a tuple of M arrays: CFG's two prompts, an expert's chat template),
 prefilled into its own cache. Each step composes the models' next-token distributions
-(`rules.step`: the paper's operator with weights lambda or the authors' variant, with the
-spec's gating, plausibility mask and EOS rule), picks a token (`sampling.pick`: greedy, or
-sampled from each row's own key after temperature, top-k, top-p, min-p) and feeds it to every
-model. A sequence finishes at EOS, when its generated tail equals one of
+(`rules.step`: the spec's operator, the paper's with weights lambda or the authors' variant,
+with the spec's gating, plausibility mask and EOS rule), picks a token (`sampling.pick`:
+greedy, or sampled from each row's own key after temperature, top-k, top-p, min-p) and feeds it
+to every model. A sequence finishes at EOS, when its generated tail equals one of
 the stop sequences (token ids: turning stop *strings* into ids is the caller's job, with the
 tokenizer, outside), or at its own budget; the loop ends when every sequence has finished.
 Per-token diagnostics (log Z_t, p(EOS) composed and per model, KL(p_i || p_b) and the experts'
@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compgen_jax.composition import rules, sampling, stacked
+from compgen_jax.composition import compose, rules, sampling, stacked
 from compgen_jax.composition.diagnostics import kl
 from compgen_jax.composition.spec import NO_TRUNCATION, PAPER, Spec, Truncation
 from compgen_jax.lm.model import Model, prefill, same_vocabulary
@@ -55,7 +55,7 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
              prompt_valid_BxP, max_new_tokens_B, *,
              stop_sequences: Sequence[Sequence[int]] = (), stop_at_eos: bool = True,
              lam_K: Array | None = None, temperature: float = 1.0, greedy: bool = True,
-             key: PRNGKey | None = None, authors: bool = False, prefill_chunk: int = 512,
+             key: PRNGKey | None = None, prefill_chunk: int = 512,
              kl_threshold: float = 0.1, max_new_tokens: int | None = None,
              spec: Spec = PAPER, trunc: Truncation = NO_TRUNCATION,
              stack_models: bool = False) -> Generated:
@@ -64,23 +64,22 @@ def generate(models: Sequence[Model], params: Sequence[PyTree], prompts_BxP,
   One model alone is plain decoding. `max_new_tokens_B` is each sequence's budget; the buffer
   holds `max_new_tokens` tokens (default: the largest budget; one compile per value).
   `prompts_BxP` / `prompt_valid_BxP`: one left-padded batch for every model, or a tuple of M
-  (one per model, of any lengths). `authors=True` is `spec.operator='authors'` (all weights 1,
-  see `compose.compose`). Sampling draws row b from `key` (one key: row b uses fold_in(key, b))
-  or `key[b]` (B keys), so a row alone with its key samples what it samples in a batch. Called
-  on the host: arguments are checked here, then one jitted program runs prefill and decoding.
+  (one per model, of any lengths). `spec.operator` names the operator (`compose.OPERATORS`;
+  lam_K None: weights 1, or none for an operator without). Sampling draws row b from `key`
+  (one key: row b uses fold_in(key, b)) or `key[b]` (B keys), so a row alone with its key
+  samples what it samples in a batch. Called on the host: arguments are checked here, then one
+  jitted program runs prefill and decoding.
   `stack_models`: models of one architecture decode as one vmapped forward over stacked params
   (`stacked.plan`; the same tokens, log-probs equal up to rounding).
   """
-  spec = spec._replace(operator="authors") if authors else spec
   num_models = len(models)
   prompts, valids = per_model(prompts_BxP, prompt_valid_BxP, num_models)
   budget_B = np.asarray(max_new_tokens_B, np.int32)
   stops = tuple(tuple(int(i) for i in s) for s in stop_sequences)
   num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
   check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
-             temperature, key, spec.authors, prefill_chunk)
-  if lam_K is None and not spec.authors:
-    lam_K = jnp.ones((num_models - 1,), jnp.float32)
+             temperature, key, spec.operator, prefill_chunk)
+  lam_K = compose.weights(spec.operator, lam_K, num_models - 1)
   keys_B = None if greedy else sampling.row_keys(key, len(budget_B))
   return _generate(
       tuple(params), prompts, valids,
@@ -102,8 +101,9 @@ def per_model(prompts_BxP, prompt_valid_BxP, num_models: int) -> tuple[tuple, tu
 
 
 def check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
-           temperature, key, authors, chunk) -> None:
+           temperature, key, operator, chunk) -> None:
   """ValueError, naming the argument, for anything `generate` cannot run."""
+  weighted = compose.lookup(operator).weighted  # an unknown name, before anything compiles
   num_models = len(models)
   if num_models < 1 or len(params) != num_models:
     raise ValueError(f"{num_models} models and {len(params)} params: need one params per model")
@@ -126,8 +126,8 @@ def check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K,
     raise ValueError(f"stop sequences must be non-empty token ids in [0, {vocab}): {stops}")
   if not greedy and (key is None or not temperature > 0):
     raise ValueError("sampling needs a key and a temperature > 0")
-  if authors and (lam_K is not None or num_models < 2):
-    raise ValueError("the authors' variant takes no lam_K and needs at least one expert")
+  if not weighted and (lam_K is not None or num_models < 2):
+    raise ValueError(f"the {operator!r} operator takes no lam_K and needs at least one expert")
   if lam_K is not None and np.shape(lam_K) != (num_models - 1,):
     raise ValueError(f"lam_K has shape {np.shape(lam_K)}, expected ({num_models - 1},)")
   if chunk < 1:

@@ -1,6 +1,6 @@
 """One decoding step of a composition under a `spec.Spec`: selective gating, the operator
-(`compose.compose`), the plausibility mask and the EOS rule, in that order. The default spec
-is `compose.compose` alone, the same arrays bit for bit.
+(`compose.compose`, by its name in `compose.OPERATORS`), the plausibility mask and the EOS
+rule, in that order. The default spec is `compose.compose` alone, the same arrays bit for bit.
 
 Shapes: M models (background first), K = M - 1 experts, x any batch dims, V vocabulary.
 """
@@ -86,7 +86,7 @@ def step(logp_MxxV: Array, lam_K: Array | None, spec: Spec, eos_id: int
   if spec.gate != "none" and logp_e_KxxV.shape[0]:
     # an expert gated off is replaced by the background: its term vanishes
     logp_e_KxxV = jnp.where(gate(logp_MxxV, spec)[..., None], logp_e_KxxV, logp_b_xV[None])
-  logp_xV, log_z_x = compose(logp_b_xV, logp_e_KxxV, lam_K, authors=spec.authors)
+  logp_xV, log_z_x = compose(logp_b_xV, logp_e_KxxV, lam_K, operator=spec.operator)
   if spec.mask != "none":
     logp_xV = jax.nn.log_softmax(
         jnp.where(plausible(logp_b_xV, spec), logp_xV, -jnp.inf), axis=-1)

@@ -3,9 +3,10 @@ token is picked: the static, hashable specs the jitted loops close over, their c
 and their validation (ConfigError naming the field, before anything compiles).
 
 Config fields (a `compose` section; the same names in configs/letters.py and configs/llm.py):
-  operator   paper: log p_b + sum_i lam_i (log p_i - log p_b) (signed weights also give
-             DExperts, proxy-tuning, contrastive decoding and CFG: docs/composition_spec.md);
-             authors: sum_i log p_i - max(log p_b, -1e4) (their notebook; all weights 1)
+  operator   a name in `compose.OPERATORS`: paper: log p_b + sum_i lam_i (log p_i - log p_b)
+             (signed weights also give DExperts, proxy-tuning, contrastive decoding and CFG:
+             docs/composition_spec.md); authors: sum_i log p_i - max(log p_b, -1e4) (their
+             notebook; all weights 1)
   mask       none | top_p: only the background's nucleus of mass mask_p | alpha: only tokens
              with p_b >= mask_alpha * max p_b (contrastive decoding's plausibility mask)
   gate       none | kl: expert i applies only where KL(p_i || p_b) > gate_tau | top1: only the
@@ -22,9 +23,9 @@ from typing import NamedTuple
 import ml_collections
 
 from compgen_jax import checks
+from compgen_jax.composition.compose import OPERATORS
 from compgen_jax.types import ConfigError
 
-OPERATORS = ("paper", "authors")
 MASKS = ("none", "top_p", "alpha")
 GATES = ("none", "kl", "top1")
 EOS_RULES = ("composed", "background", "vote", "min")
@@ -40,10 +41,6 @@ class Spec(NamedTuple):
   gate: str = "none"
   gate_tau: float = 0.1
   eos: str = "composed"
-
-  @property
-  def authors(self) -> bool:
-    return self.operator == "authors"
 
 
 class Truncation(NamedTuple):
@@ -131,9 +128,10 @@ def truncation(c) -> Truncation:
 
 
 def check_weights(spec: Spec, lam, num_experts: int, field: str) -> None:
-  """The authors' operator takes no weights; otherwise () or one weight per expert."""
+  """An operator without weights (the authors') takes none; otherwise () or one weight per
+  expert."""
   checks.numbers(field, lam, allow_empty=True)
-  if spec.authors and len(lam):
-    raise ConfigError(field, "the authors' operator has all weights 1: leave it ()")
+  if not OPERATORS[spec.operator].weighted and len(lam):
+    raise ConfigError(field, f"the {spec.operator!r} operator has all weights 1: leave it ()")
   if len(lam) and len(lam) != num_experts:
     raise ConfigError(field, f"{len(lam)} weights for {num_experts} experts")

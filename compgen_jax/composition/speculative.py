@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from compgen_jax.composition import compose, rules, sampling, stacked
 from compgen_jax.composition import generate as gen_lib
-from compgen_jax.composition import rules, sampling, stacked
 from compgen_jax.composition.spec import NO_TRUNCATION, PAPER, Spec, Truncation
 from compgen_jax.lm.model import Model, prefill
 from compgen_jax.types import Array, ConfigError, PRNGKey, PyTree
@@ -73,12 +73,11 @@ def generate_speculative(models: Sequence[Model], params: Sequence[PyTree], prom
   num_new = int(budget_B.max(initial=0)) if max_new_tokens is None else max_new_tokens
   prompts, valids = gen_lib.per_model(prompts_BxP, prompt_valid_BxP, len(models))
   gen_lib.check_args(models, params, prompts, valids, budget_B, num_new, stops, lam_K, greedy,
-                     temperature, key, spec.authors, prefill_chunk)
+                     temperature, key, spec.operator, prefill_chunk)
   if draft_len < 1:
     raise ValueError(f"draft_len must be >= 1, got {draft_len}")
   check_positions(models)
-  if lam_K is None and not spec.authors:
-    lam_K = jnp.ones((len(models) - 1,), jnp.float32)
+  lam_K = compose.weights(spec.operator, lam_K, len(models) - 1)
   keys_B = None if greedy else sampling.row_keys(key, len(budget_B))
   return _speculate(tuple(params), prompts, valids, jnp.asarray(budget_B),
                     None if lam_K is None else jnp.asarray(lam_K, jnp.float32),

@@ -4,6 +4,7 @@ import ml_collections
 
 from compgen_jax import checks
 from compgen_jax.composition import spec
+from compgen_jax.composition.compose import OPERATORS
 from compgen_jax.letters import data
 from compgen_jax.lm.transformer import INITS as MODEL_INITS
 from compgen_jax.lm.transformer import POSITIONS
@@ -102,9 +103,9 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
   spec.validate(c)
   spec.validate_sampling(c, "compose")
   spec.check_weights(spec.from_config(c), c.lambdas, len(ps[0]), "compose.lambdas")
-  _check(c.operator != "authors" or "k_experts" not in names, "compose.operator",
-         "the authors' operator has no weights, so k_experts cannot pad its unused slots with "
-         "weight 0: leave k_experts out of experiments or use operator 'paper'")
+  _check(OPERATORS[c.operator].weighted or "k_experts" not in names, "compose.operator",
+         f"the {c.operator!r} operator has no weights, so k_experts cannot pad its unused slots "
+         "with weight 0: leave k_experts out of experiments or use operator 'paper'")
   _check(c.eos == "composed" or d.layout != "position", "compose.eos",
          "the 'position' layout has no EOS: only 'composed'")
   checks.integer("compose.eval_batch", c.eval_batch, low=1)

@@ -4,6 +4,7 @@ letter, and the composition diagnostics of one seed."""
 
 import numpy as np
 
+from compgen_jax.composition import compose
 from compgen_jax.composition import spec as spec_lib
 from compgen_jax.composition.diagnostics import offdiag_max
 from compgen_jax.letters import data, evaluate
@@ -16,12 +17,10 @@ def pairs(cfg) -> list[list[str]]:
 
 
 def pair_lambdas(cfg, num_experts: int) -> np.ndarray | None:
-  """compose.lambdas, or weight 1 for every expert when it is empty (None for the authors'
-  operator, which has no weights)."""
-  if cfg.compose.operator == "authors":
-    return None
-  lam = cfg.compose.lambdas
-  return np.asarray(lam if lam else [1.0] * num_experts, np.float32)
+  """compose.lambdas, or weight 1 for every expert when it is empty (`compose.weights`; None
+  for an operator without weights, the authors')."""
+  lam = compose.weights(cfg.compose.operator, tuple(cfg.compose.lambdas) or None, num_experts)
+  return None if lam is None else np.asarray(lam, np.float32)
 
 
 class Ctx:

@@ -95,8 +95,7 @@ def decode_all(cfg, models: tuple, params: tuple, forced_SxBxT: Array, mask_SxBx
   another's draws.
   """
   spec, trunc = spec_lib.from_config(cfg.compose), spec_lib.truncation(cfg.compose)
-  if lam_K is None and not spec.authors:
-    lam_K = jnp.ones((len(models) - 1,), jnp.float32)
+  lam_K = compose_lib.weights(spec.operator, lam_K, len(models) - 1)
   s, b, _ = forced_SxBxT.shape
   keys = (jax.vmap(lambda k: rng.stream(k, "decode"))(seed_keys_S) if seed_keys_S is not None
           else jax.vmap(jax.random.key)(jnp.arange(s)))

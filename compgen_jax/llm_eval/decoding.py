@@ -20,6 +20,7 @@ import ml_collections
 import numpy as np
 
 from compgen_jax import rng
+from compgen_jax.composition import compose as compose_lib
 from compgen_jax.composition import generate, speculative
 from compgen_jax.composition import spec as spec_lib
 from compgen_jax.llm_eval import systems
@@ -60,11 +61,11 @@ def stop_tokens(sp, stop_strings: Sequence[str]) -> tuple[tuple[int, ...], ...]:
 
 def expert_weights(step_spec, compose, weights: Sequence[float], num_experts: int
                    ) -> np.ndarray | None:
-  """The experts' weights a composed decode uses: `weights`, else compose.lam, else all 1;
-  None for the authors' operator, which has none."""
-  if step_spec.authors:
-    return None
-  return np.asarray(weights or compose.lam or [1.0] * num_experts, np.float32)
+  """The experts' weights a composed decode uses: `weights`, else compose.lam, else all 1
+  (`compose.weights`); None for an operator without weights (the authors')."""
+  lam = compose_lib.weights(step_spec.operator, tuple(weights or compose.lam) or None,
+                            num_experts)
+  return None if lam is None else np.asarray(lam, np.float32)
 
 
 def completions(models: tuple[Model, ...], params: tuple[PyTree, ...], sp,

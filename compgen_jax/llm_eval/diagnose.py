@@ -70,14 +70,14 @@ def step_logps(model: Model, params: PyTree, tokens_BxL: Array, valid_BxL: Array
   return jax.vmap(lambda lp_LxV, pos_N: lp_LxV[pos_N])(logp_BxLxV, pos_BxN)
 
 
-@functools.partial(jax.jit, static_argnames=("authors", "kl_threshold"))
-def per_problem(logp_MxBxNxV: Array, valid_BxN: Array, lam_K: Array | None, *, authors: bool,
+@functools.partial(jax.jit, static_argnames=("operator", "kl_threshold"))
+def per_problem(logp_MxBxNxV: Array, valid_BxN: Array, lam_K: Array | None, *, operator: str,
                 kl_threshold: float) -> dict[str, Array]:
   """`diagnostics.diagnose` of each problem alone (vmapped over B), each model's argmax token
   top_MxBxN, and the mean KL per expert over a problem's valid steps."""
   def one(logp_MxNxV, valid_N):
     d = diagnostics.diagnose(logp_MxNxV[0][None], logp_MxNxV[1:, None], valid_N[None], lam_K,
-                             kl_threshold, tail_logp=TAIL_LOGP, authors=authors)
+                             kl_threshold, tail_logp=TAIL_LOGP, operator=operator)
     num_valid = jnp.maximum(valid_N.sum(), 1)
     d["mean_kl_K"] = jnp.sum(d["kl_KxBxT"][:, 0] * valid_N[None], axis=-1) / num_valid
     d["active_KxN"], d["log_z_N"] = d["active_KxBxT"][:, 0], d["log_z_BxT"][0]
@@ -114,7 +114,6 @@ def system_rows(cfg, loaded: systems.Loaded, system: systems.System, bench: str,
   models, params = systems.system_params(cfg, loaded, system)
   step_spec = spec_lib.from_config(system.compose)
   lam_K = decoding.expert_weights(step_spec, system.compose, system.weights, len(models) - 1)
-  authors = step_spec.authors
   eos_id, out = models[0].eos_id, []
   for start in range(0, len(rows), cfg.generate.batch_size):
     batch = rows[start:start + cfg.generate.batch_size]
@@ -123,7 +122,7 @@ def system_rows(cfg, loaded: systems.Loaded, system: systems.System, bench: str,
                                 cfg.generate.max_new_tokens)
     logp = jnp.stack([step_logps(m, p, *x) for m, p, x in zip(models, params, inputs,
                                                                 strict=True)])
-    d = jax.device_get(per_problem(logp, jnp.asarray(steps_BxN), lam_K, authors=authors,
+    d = jax.device_get(per_problem(logp, jnp.asarray(steps_BxN), lam_K, operator=step_spec.operator,
                                    kl_threshold=float(system.compose.kl_threshold)))
     for b, r in enumerate(batch):
       out.append(_row(system, bench, r, {k: v[b] for k, v in d.items() if k != "top_MxBxN"},

@@ -18,6 +18,7 @@ import ml_collections
 
 from compgen_jax import checks
 from compgen_jax.composition import arithmetic, spec
+from compgen_jax.composition.compose import OPERATORS
 from compgen_jax.llm_eval import baselines
 from compgen_jax.lm import gemma2, loading
 from compgen_jax.lm.model import Model, same_vocabulary
@@ -61,19 +62,20 @@ def _components(cfg, names) -> dict[str, tuple[str, str, float]]:
 
 def _weights(compose, system: str, experts: list[str], components, lam_field: str
              ) -> tuple[float, ...]:
-  """The experts' weights: `compose.lam` when given, else each member's (a model's is 1); the
-  authors' operator takes none. `lam_field` names where compose.lam was set."""
+  """The experts' weights: `compose.lam` when given, else each member's (a model's is 1); an
+  operator without weights (the authors') takes none. `lam_field` names where compose.lam was
+  set."""
   step = spec.from_config(compose)
   spec.check_weights(step, compose.lam, len(experts), lam_field)
   if compose.lam:
     return tuple(float(w) for w in compose.lam)
   weights = tuple(components[e][2] for e in experts)
-  if step.authors:
+  if not OPERATORS[step.operator].weighted:
     odd = [e for e, w in zip(experts, weights, strict=True) if w != 1.0]
     if odd:
       raise ConfigError(f"components.{odd[0]}.weight", f"composition {system!r} uses the "
-                        "authors' operator, whose weights are all 1 (compose.operator=paper "
-                        "takes weights)")
+                        f"{step.operator!r} operator, whose weights are all 1 "
+                        "(compose.operator=paper takes weights)")
     return ()
   return weights
 
