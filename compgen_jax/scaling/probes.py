@@ -131,7 +131,7 @@ def rows(result: dict, names: tuple[str, ...], cfg: ml_collections.ConfigDict, s
         target, split = key.split("/")
         row.update({f"{target}/{layer}/{split}_r2": float(value[r, l, a])
                     for l, layer in enumerate(names)})
-      for target in {k.split("/")[0] for k in result}:
+      for target in dict.fromkeys(k.split("/")[0] for k in result):  # not a set: row bytes
         id_r2 = np.nan_to_num(result[f"{target}/id"][r, :, a], nan=-np.inf)
         best = int(np.argmax(np.where(candidate, id_r2, -np.inf)))
         row[f"{target}/best_layer"] = names[best]
