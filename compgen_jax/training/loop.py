@@ -21,7 +21,6 @@ from compgen_jax import checkpointing, files, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import chunk as chunk_lib
 from compgen_jax.training import sharding
-from compgen_jax.training.config import validate_train
 from compgen_jax.types import ConfigError, NonFiniteError, PyTree
 
 
@@ -150,16 +149,17 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
         train: ml_collections.ConfigDict | None = None) -> list[dict]:
   """The one training loop: trains `family`'s runs in `workdir` by the `train` section (default
   cfg.train; an application with several training phases passes each phase's own): num_steps,
-  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress, validated here.
-  It resumes from the latest checkpoint to the rows of an uninterrupted run; the runs are
-  sharded over every device; a non-finite loss or parameter stops it with the last good
-  checkpoint kept. The caller has validated the rest of cfg; config.json records cfg, the
-  application's config as its config file gives it. `stop_after` (a checkpoint step) ends this
-  invocation there, as a preempted job would. An evaluation that family.stops accepts ends
-  training at that step (checkpointed), and a resumed run that had stopped trains no further.
+  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress. The caller has
+  validated cfg, the train section included (training.config.validate_train, in each
+  application's validate: once, before anything is written). It resumes from the latest
+  checkpoint to the rows of an uninterrupted run; the runs are sharded over every device; a
+  non-finite loss or parameter stops it with the last good checkpoint kept. config.json records
+  cfg, the application's config as its config file gives it. `stop_after` (a checkpoint step)
+  ends this invocation there, as a preempted job would. An evaluation that family.stops accepts
+  ends training at that step (checkpointed), and a resumed run that had stopped trains no
+  further.
   Returns each run's row of the last step."""
   train = cfg.train if train is None else train
-  validate_train(train)
   end = check_stop_after(train, stop_after)
   chunk = chunk_lib.make_chunk(family.step, train.chunk_size, family.strategy, family.params)
   evaluate = make_evaluate(family.evaluators, len(family.consts()))
