@@ -164,3 +164,13 @@ def test_toy_early_stop_ends_at_the_first_accepted_evaluation_and_stays_ended(tm
   loop.run(stopping, cfg20, str(tmp_path / "killed"), stop_after=40)  # before the stop
   loop.run(stopping, cfg20, str(tmp_path / "killed"))
   assert metric_writer.read_rows(str(metrics("killed"))) == got
+
+
+def test_runs_states_are_restored_in_one_place():
+  # loop.restore: the loop's resume and every application's passes restore runs' states through
+  # it (lm/gemma2.py's checkpointing.restore reads its cache of converted HF weights, no run's)
+  root = os.path.join(os.path.dirname(os.path.dirname(__file__)), "compgen_jax")
+  found = sorted(os.path.relpath(os.path.join(d, name), root)
+                 for d, _, names in os.walk(root) for name in names if name.endswith(".py")
+                 and "checkpointing.restore(" in open(os.path.join(d, name)).read())
+  assert found == ["lm/gemma2.py", "training/loop.py"]

@@ -14,7 +14,6 @@ import jax
 import ml_collections
 import numpy as np
 
-from compgen_jax import checkpointing
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.scaling import activations, evaluators, probes, runs
@@ -22,7 +21,7 @@ from compgen_jax.scaling import config as train_config
 from compgen_jax.scaling import train as scaling_train
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
-from compgen_jax.training import sharding
+from compgen_jax.training import loop, sharding
 from compgen_jax.training.passes import select_steps, write_pass
 from compgen_jax.types import CheckpointError, ConfigError, PyTree
 
@@ -31,7 +30,8 @@ class Workdir(NamedTuple):
   path: str
   cfg: ml_collections.ConfigDict
   grid: list[dict]
-  abstract: PyTree  # shapes of the run-stacked state, to restore against
+  inputs: tuple  # init_one's inputs, the splits as shapes: what checkpoints restore against
+  abstract: PyTree  # shapes of the run-stacked state
 
   @property
   def checkpoints(self) -> str:
@@ -51,11 +51,12 @@ def open_workdir(path: str) -> Workdir:
     runs.validate(cfg)
     grid = runs.run_grid(cfg)
     grid = runs.precompute_splits(cfg, grid)
-    abstract = scaling_train.abstract_state(cfg, grid)
+    inputs = scaling_train.abstract_inputs(cfg, grid)
+    abstract = loop.abstract_state(scaling_train.init_one(cfg), inputs)
   except (AttributeError, KeyError, TypeError) as e:
     raise ConfigError("workdir", f"the config in {path!r} is incompatible with this code "
                       f"({type(e).__name__}: {e})") from e
-  return Workdir(path, cfg, grid, abstract)
+  return Workdir(path, cfg, grid, inputs, abstract)
 
 
 def missing_fields(cfg: ml_collections.ConfigDict) -> list[str]:
@@ -92,7 +93,7 @@ def _missing_leaves(default: ml_collections.ConfigDict, cfg: ml_collections.Conf
 
 def restore(wd: Workdir, step: int) -> PyTree:
   """The run-stacked state saved at `step` (CheckpointError if missing, corrupt or mismatched)."""
-  _, state = checkpointing.restore(wd.checkpoints, wd.abstract, step)
+  _, state = loop.restore(wd.path, scaling_train.init_one(wd.cfg), wd.inputs, step)
   saved = np.asarray(state.step)
   if not np.all(saved == step):
     raise CheckpointError(f"checkpoint {wd.checkpoints!r} step {step} holds states of step(s) "

@@ -65,6 +65,16 @@ def abstract_state(init_one: Callable, inputs: tuple) -> PyTree:
   return jax.eval_shape(jitted_init(init_one), *stacked(inputs))
 
 
+def restore(workdir: str, init_one: Callable, inputs: tuple,
+            step: int | None = None) -> tuple[int, PyTree]:
+  """(step, run-stacked state) of `workdir`'s checkpoint at `step` (default the latest), restored
+  against eval_shape(vmap(init_one)) of `inputs` (values or ShapeDtypeStructs), replicated: the
+  one restore of runs' states, for the loop's resume and every application's passes.
+  CheckpointError naming the path when it is missing, corrupt or of another shape."""
+  return checkpointing.restore(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
+                               abstract_state(init_one, inputs), step)
+
+
 def init_runs(family: Family, mesh: Mesh) -> PyTree:
   """Fresh stacked runs, padded to a multiple of the mesh's devices and created sharded over it."""
   return sharding.init_runs(lambda out: jitted_init(family.init_one, out), family.inputs,
@@ -101,7 +111,7 @@ def restore_or_init(family: Family, workdir: str, mesh: Mesh):
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
   metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   if checkpointing.available_steps(ckpt_dir):
-    step, state = checkpointing.restore(ckpt_dir, abstract_state(family.init_one, family.inputs))
+    step, state = restore(workdir, family.init_one, family.inputs)
     if sharding.is_main_process():
       metric_writer.truncate_after(metrics_path, step)
     logging.info("resuming %s from step %d", workdir, step)
