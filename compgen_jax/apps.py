@@ -259,8 +259,9 @@ def of_sweep_dir(path: str) -> App:
                       "(experiments/sweep.py writes it)")
   name = index.get("app")
   if name not in APPS:
-    raise ConfigError("sweep_dir", f"{path!r}: its {workdir_lib.INDEX_FILE} names the "
-                      f"application {name!r}; known: {', '.join(APPS)}")
+    raise ConfigError("sweep_dir", f"{path!r}: its {workdir_lib.INDEX_FILE} names "
+                      + (f"the application {name!r}" if name else "no application (\"app\")")
+                      + f"; known: {', '.join(APPS)} (experiments/sweep.py records it)")
   return APPS[name]
 
 
