@@ -21,6 +21,7 @@ from compgen_jax import checkpointing, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import chunk as chunk_lib
 from compgen_jax.training import loop
+from compgen_jax.training import passes as engine_passes
 from compgen_jax.training.config import train_config, validate_train
 from compgen_jax.types import ConfigError
 
@@ -174,3 +175,27 @@ def test_runs_states_are_restored_in_one_place():
                  for d, _, names in os.walk(root) for name in names if name.endswith(".py")
                  and "checkpointing.restore(" in open(os.path.join(d, name)).read())
   assert found == ["lm/gemma2.py", "training/loop.py"]
+
+
+def test_a_pass_over_checkpoints_equals_the_function_of_each_restored_run(tmp_path):
+  # the engine's pass: every checkpoint restored, the one-run function vmapped (sharded, or on
+  # one device), one row per run and step with the grid fields; checked against numpy on the
+  # restored states, and the training loop's own evaluation of the last step
+  cfg = toy_config()
+  family = toy_family(cfg)
+  final = loop.run(family, cfg, str(tmp_path))
+  target_sum = lambda state: {"w_dot_target": jnp.sum(state.params["w"] * state.target)}
+  for placement in engine_passes.PLACEMENTS:
+    rows = engine_passes.over_checkpoints(
+        str(tmp_path), family.init_one, family.inputs, family.grid,
+        {"dot": target_sum, **family.evaluators}, "pass.jsonl", every=True, placement=placement)
+    assert [(r["step"], r["run"], r["seed"]) for r in rows] == [
+        (s, r, r) for s in (20, 40, 60) for r in range(3)]
+    for s in (20, 40, 60):
+      _, state = loop.restore(str(tmp_path), family.init_one, family.inputs, s)
+      want = np.sum(np.asarray(state.params["w"]) * np.asarray(state.target), axis=1)
+      np.testing.assert_allclose([r["w_dot_target"] for r in rows if r["step"] == s], want,
+                                 rtol=1e-6)
+    assert [r["eval/distance"] for r in rows if r["step"] == 60] == [
+        f["eval/distance"] for f in final]
+    assert metric_writer.read_rows(str(tmp_path / "pass.jsonl")) == rows  # replaced, not added

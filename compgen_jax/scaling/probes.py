@@ -20,6 +20,7 @@ from compgen_jax.scaling import activations, batches
 from compgen_jax.scaling import state as run_state
 from compgen_jax.scaling.state import RunState
 from compgen_jax.tasks import registry as families
+from compgen_jax.training.cache import cache_by_config
 from compgen_jax.training.ridge import fit_and_score
 from compgen_jax.types import ConfigError
 
@@ -107,6 +108,12 @@ def probe_run(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict
         value_LxA = jnp.where(has_ood, value_LxA, jnp.nan)
       out[f"{name}/{split_name}"] = value_LxA
   return out
+
+
+@cache_by_config
+def probe_one(cfg: ml_collections.ConfigDict):
+  """probe_run of cfg, one object per config (the engine's pass compiles it once per process)."""
+  return functools.partial(probe_run, cfg=cfg)
 
 
 def make_probe(cfg: ml_collections.ConfigDict):
