@@ -3,6 +3,7 @@ functions over the selected checkpoints (select_steps: the latest, one, or every
 padded and sharded by the engine; write_pass replaces each step's rows as soon as they are
 computed, so a re-run over a step leaves one copy of its rows."""
 
+import functools
 import os
 from collections.abc import Callable
 
@@ -57,20 +58,24 @@ def scalar_rows(step: int, outputs: dict, grid: list[dict]) -> list[dict]:
 def over_checkpoints(workdir: str, init_one: Callable, inputs: tuple, grid: list[dict],
                      fns: dict, out_file: str, step: int | None = None, every: bool = False,
                      consts: tuple = (), rows: Callable | None = None,
-                     placement: str = "sharded") -> list[dict]:
+                     placement: str = "sharded", then: Callable | None = None) -> list[dict]:
   """The engine's pass over `workdir`'s selected checkpoints (select_steps). Each is restored
   (loop.restore against eval_shape(vmap(init_one)) of `inputs`: values or shapes) and, checked to
   hold its step, placed: its runs padded and sharded over every device ("sharded"), or all on the
   first device ("one_device", for programs XLA:CPU runs badly across devices); each named one-run
   function `fns[name](state, *consts) -> {key: array}` runs under its own jit(vmap over runs)
-  (loop.make_evaluate); the padding runs are dropped and the outputs [R, ...] brought to the host.
-  `rows(step, outputs, state)` (default: scalar_rows) then replaces that step's rows of
-  `out_file` in the workdir (write_pass). Returns every step's rows."""
+  (loop.make_evaluate); `then` (optional) maps those outputs of every run together, jitted (what
+  must not be vmapped over runs: images' ridge solves, one at a time under lax.map); the padding
+  runs are dropped and the outputs [R, ...] brought to the host. `rows(step, outputs, state)`
+  (default: scalar_rows) then replaces that step's rows of `out_file` in the workdir
+  (write_pass). Returns every step's rows."""
   if placement not in PLACEMENTS:
     raise ValueError(f"placement {placement!r}; allowed: {PLACEMENTS}")
   steps = select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step, every)
   rows = rows or (lambda s, outputs, state: scalar_rows(s, outputs, grid))
   run = loop.make_evaluate(fns, len(consts))
+  if then is not None:
+    run = _then(run, _jitted(then))
   if placement == "sharded":
     mesh = sharding.make_mesh()
     place, consts = (lambda tree: sharding.shard_runs(tree, mesh)), sharding.replicate(consts, mesh)
@@ -85,6 +90,15 @@ def over_checkpoints(workdir: str, init_one: Callable, inputs: tuple, grid: list
     return rows(s, outputs, state)
 
   return write_pass(os.path.join(workdir, out_file), steps, rows_of_step)
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted(fn: Callable) -> Callable:
+  return jax.jit(fn)
+
+
+def _then(run: Callable, then: Callable) -> Callable:
+  return lambda states, *consts: then(run(states, *consts))
 
 
 def restored(workdir: str, init_one: Callable, inputs: tuple, step: int) -> PyTree:
