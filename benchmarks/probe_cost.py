@@ -28,7 +28,9 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats of the jitted pass 
 def _states(cfg_flag, workdir):
   if workdir:
     wd = passes.open_workdir(workdir)
-    return wd.cfg, passes.restore(wd, engine_passes.select_steps(wd.checkpoints, None, False)[0])
+    step = engine_passes.select_steps(wd.checkpoints, None, False)[0]
+    return wd.cfg, engine_passes.restored(workdir, scaling_train.init_one(wd.cfg), wd.inputs,
+                                          step)
   grid = runs.run_grid(cfg_flag)
   grid = runs.precompute_splits(cfg_flag, grid)
   return cfg_flag, scaling_train.make_init(cfg_flag)(*runs.run_inputs(cfg_flag, grid))
@@ -62,7 +64,7 @@ def main(argv):
   data_fn = jax.jit(jax.vmap(lambda s, b: probes.probe_data(s, b, cfg)[0], in_axes=(0, None)))
   data = jax.block_until_ready(data_fn(states, bits_T))
   x_id, x_ood, y_id, y_ood = data
-  lambdas = jnp.asarray(probes.settings(cfg).lambdas, jnp.float32)
+  lambdas = jnp.asarray(cfg.probe.lambdas, jnp.float32)
   score = jax.jit(jax.vmap(functools.partial(probes.score_layers, lambdas_A=lambdas)))
   t0 = time.perf_counter()
   jax.block_until_ready(score(*data))

@@ -1,7 +1,9 @@
-"""One record per experiment (application): how its config is recognised and validated, how a
-workdir of it is run, evaluated, probed and reported, and the report file it writes. The uniform
-binaries read this table (experiments/train.py --config, evaluate.py / probe.py --workdir from
-the workdir's config.json, report.py --dir), and so does the sweep launcher (sweeps/spec.py)."""
+"""One record per experiment (application): how its config is validated, how a workdir of it is
+run, evaluated, probed and reported, the report file it writes, and how a sweep runs its
+programs. The uniform binaries read this table alone (experiments/train.py --config, evaluate.py
+/ probe.py --workdir from the workdir's config.json, report.py --dir), and so does the sweep
+launcher (sweeps/). A config names its application in its top-level `app` field (config files
+set it; config.json records it)."""
 
 import importlib
 import os
@@ -24,19 +26,30 @@ def _lazy(module: str, name: str) -> Callable:
   return call
 
 
+class Sweepable(NamedTuple):
+  """How the sweep launcher runs an application's programs (after train.py: FOLLOW_UPS)."""
+  follow_up_args: dict  # stage (evaluate, probe) -> its extra flags
+  final_key: str  # a metrics.jsonl row of the last step with a key of this prefix: trained
+
+
 class App(NamedTuple):
   """An experiment as the binaries see it. Stages it lacks are None (the binary says so)."""
   name: str
-  keys: frozenset           # top-level config sections that mark its configs (all of them)
+  # top-level config sections every config of it has: how a config.json written before configs
+  # named their application (no `app` field) is recognised
+  keys: frozenset
   validate: Callable        # (cfg) -> None; ConfigError naming the field, before anything runs
   run: Callable             # (cfg, workdir) -> text: train (llm: score) the config's program
-  evaluate: Callable | None  # (cfg, workdir, step, every) -> rows, over saved checkpoints
-  probe: Callable | None    # (cfg, workdir, step, every) -> rows
+  # (cfg, workdir, step, every, evaluators) -> text, over saved checkpoints; `evaluators`: the
+  # names of `evaluate.py --evaluators` (None: the application's default)
+  evaluate: Callable | None
+  probe: Callable | None    # (cfg, workdir, step, every) -> text
   report: Callable          # (dir, out_dir=None) -> path of the report it wrote (workdir.py names)
   resolve: Callable = lambda cfg: cfg  # the tree --print_config shows (defaults filled in)
   # config fields (dotted; a section covers its fields) an evaluate pass may override with
   # --config.<field>=value (cli.with_overrides): none of what its checkpoints depend on
   overridable: tuple[str, ...] = ()
+  sweep: Sweepable | None = None  # None: a sweep does not run its programs
 
 
 def _scaling_run(cfg, workdir) -> str:
@@ -49,8 +62,38 @@ def _scaling_run(cfg, workdir) -> str:
   return report.final_table(rows, workdir)
 
 
+def _scaling_evaluate(cfg, workdir, step=None, every=False, evaluators=None) -> str:
+  """The evaluators' pass, its table, and the OOD R^2 curve over checkpoints when --every."""
+  from compgen_jax.analysis import plots, report
+  from compgen_jax.scaling import passes
+  from compgen_jax.training import sharding
+  rows = passes.evaluate_workdir(workdir, step, every, evaluators)
+  out = (f"{report.eval_table(rows)}\n\n{len(rows)} rows written to "
+         f"{workdir}/{workdir_lib.EVAL_FILE}")
+  if (len({r["step"] for r in rows}) > 1 and any("ood/r2" in r for r in rows)
+      and sharding.is_main_process()):
+    path = os.path.join(workdir, workdir_lib.EVAL_CURVE_FILE)
+    plots.curve_png(rows, path, key="ood/r2")
+    out += f"\nOOD R^2 over checkpoints: {path}"
+  return out
+
+
+def _scaling_probe(cfg, workdir, step=None, every=False) -> str:
+  from compgen_jax.analysis import report
+  from compgen_jax.scaling import passes
+  rows = passes.probe_workdir(workdir, step, every)
+  return (f"{report.table(*passes.probe_table(rows))}\n\n{len(rows)} rows written to "
+          f"{workdir}/{workdir_lib.PROBE_FILE}")
+
+
+def _no_evaluators(app: str, evaluators) -> None:
+  if evaluators:
+    raise ConfigError("evaluators", f"a {app} workdir has no evaluator registry")
+
+
 def _images_stage(mode: str):
-  def stage(cfg, workdir, step=None, every=False):
+  def stage(cfg, workdir, step=None, every=False, evaluators=None):
+    _no_evaluators("images", evaluators)
     from compgen_jax.images import experiment
     return experiment.run(cfg, workdir, mode, step, every)
   return stage
@@ -87,7 +130,8 @@ def _lm_run(cfg, workdir) -> str:
           if cfg.export.enabled else report.final_table(rows, workdir))
 
 
-def _letters_evaluate(cfg, workdir, step=None, every=False) -> str:
+def _letters_evaluate(cfg, workdir, step=None, every=False, evaluators=None) -> str:
+  _no_evaluators("letters", evaluators)
   if step is not None or every:
     raise ConfigError("step", "letters evaluates each phase's final models; no --step / --every")
   from compgen_jax.letters import standalone
@@ -95,8 +139,9 @@ def _letters_evaluate(cfg, workdir, step=None, every=False) -> str:
   return f"experiments {', '.join(results)}: {workdir}/<experiment>/results.jsonl"
 
 
-def _llm_evaluate(cfg, workdir, step=None, every=False) -> str:
+def _llm_evaluate(cfg, workdir, step=None, every=False, evaluators=None) -> str:
   """The diagnostics pass over a scored workdir's composed decodes (llm_eval/diagnose.py)."""
+  _no_evaluators("llm", evaluators)
   if step is not None or every:
     raise ConfigError("step", "an llm workdir has no checkpoints to pick; no --step / --every")
   from compgen_jax.llm_eval import diagnose
@@ -141,18 +186,18 @@ def _llm_study_report(directory: str, out_dir: str | None = None) -> str:
 APPS = {
     "scaling": App(
         "scaling", frozenset({"task", "encoding", "student"}),
-        _lazy("compgen_jax.scaling.runs", "validate"), _scaling_run,
-        lambda cfg, workdir, step=None, every=False: _lazy(
-            "compgen_jax.scaling.passes", "evaluate_workdir")(workdir, step, every),
-        lambda cfg, workdir, step=None, every=False: _lazy(
-            "compgen_jax.scaling.passes", "probe_workdir")(workdir, step, every),
-        _lazy("compgen_jax.analysis.sweep_report", "write_report"),
-        _lazy("compgen_jax.scaling.config", "resolved")),
+        _lazy("compgen_jax.scaling.runs", "validate"), _scaling_run, _scaling_evaluate,
+        _scaling_probe, _lazy("compgen_jax.analysis.sweep_report", "write_report"),
+        _lazy("compgen_jax.scaling.config", "resolved"),
+        sweep=Sweepable({"probe": (), "evaluate": ("--every",)}, "ood/")),
     "images": App(
         "images", frozenset({"scene", "flow", "sampler"}),
         _lazy("compgen_jax.images.experiment", "validate_program"),
         _images_stage("train"), _images_stage("evaluate"), _images_stage("probe"),
-        _lazy("compgen_jax.images.report", "write")),
+        _lazy("compgen_jax.images.report", "write"),
+        # one program per shape-changing setting (model width); seeds x coverage vmapped inside
+        # it; evaluated and probed at the latest checkpoint (the report's step)
+        sweep=Sweepable({"probe": (), "evaluate": ()}, "train/")),
     "letters": App(
         "letters", frozenset({"experiments", "data", "compose", "finetune"}),
         _lazy("compgen_jax.letters.config", "validate"), _letters_run, _letters_evaluate, None,
@@ -178,21 +223,54 @@ APPS = {
 
 
 def of_config(cfg: ml_collections.ConfigDict | dict) -> App:
-  """The application whose configs look like `cfg` (a config file's tree or a config.json):
-  the one whose marking sections it all has; ConfigError when none or several match."""
+  """The application a config (a config file's tree or a config.json) names in its `app` field.
+  A config.json written before configs named it has none: then the one application whose
+  marking sections (App.keys) it all has; ConfigError when none or several match."""
+  name = cfg.get(workdir_lib.APP_FIELD)
+  if name is not None:
+    if name not in APPS:
+      raise ConfigError(workdir_lib.APP_FIELD, f"names the application {name!r}; known: "
+                        f"{', '.join(APPS)}")
+    return APPS[name]
   have = set(cfg.keys())
   found = [app for app in APPS.values() if app.keys <= have]
   if len(found) != 1:
-    raise ConfigError("config", f"its sections ({', '.join(sorted(have))}) are "
+    raise ConfigError("config", f"it names no application (no `app` field) and its sections "
+                      f"({', '.join(sorted(have))}) are "
                       f"{'no' if not found else 'more than one'} application's config: "
                       + "; ".join(f"{a.name} has {', '.join(sorted(a.keys))}"
                                   for a in APPS.values()))
   return found[0]
 
 
+def train(cfg: ml_collections.ConfigDict, workdir: str) -> str:
+  """experiments/train.py: the config's application validates it (ConfigError naming the field,
+  before anything is written) and runs its program in `workdir`; the summary to print."""
+  app = of_config(cfg)
+  app.validate(cfg)
+  return app.run(cfg, workdir)
+
+
+def of_sweep_dir(path: str) -> App:
+  """The application whose programs a sweep dir holds (its index's `app`)."""
+  index = workdir_lib.read_index(path)
+  if not index:
+    raise ConfigError("sweep_dir", f"{path!r} has no {workdir_lib.INDEX_FILE}: not a sweep dir "
+                      "(experiments/sweep.py writes it)")
+  name = index.get("app")
+  if name not in APPS:
+    raise ConfigError("sweep_dir", f"{path!r}: its {workdir_lib.INDEX_FILE} names "
+                      + (f"the application {name!r}" if name else "no application (\"app\")")
+                      + f"; known: {', '.join(APPS)} (experiments/sweep.py records it)")
+  return APPS[name]
+
+
 def of_report_dir(path: str) -> App:
-  """The application whose report `path` holds: a workdir (its config.json), or a folder of
-  runs (letters: <dir>/runs/<name>/config.json, all of one application)."""
+  """The application whose report `path` holds: a sweep dir (its index.json), a workdir (its
+  config.json), or a folder of runs (letters: <dir>/runs/<name>/config.json, all of one
+  application)."""
+  if os.path.isfile(workdir_lib.index_path(path)):
+    return of_sweep_dir(path)
   if os.path.isfile(os.path.join(path, workdir_lib.CONFIG_FILE)):
     return of_workdir(path)[0]
   runs = os.path.join(path, workdir_lib.RUNS_DIR)

@@ -17,6 +17,8 @@ from compgen_jax import files
 from compgen_jax.types import ConfigError
 
 CONFIG_FILE = "config.json"        # the resolved config (write / check)
+# The top-level config field naming a config's application (apps.APPS), set by config files.
+APP_FIELD = "app"
 METRICS_FILE = "metrics.jsonl"     # training rows, one per logged step and run (metric_writer)
 EVAL_FILE = "eval.jsonl"           # evaluator passes over checkpoints, one row per step and run
 PROBE_FILE = "probes.jsonl"        # probe passes, one row per step, run and lambda (all layers)
@@ -98,6 +100,8 @@ def check(workdir: str, cfg: ml_collections.ConfigDict) -> bool:
     if not isinstance(old, dict):
       raise ConfigError("workdir", f"{path!r} holds a JSON {type(old).__name__}, not a "
                         "compgen_jax config; use a new --workdir")
+    if APP_FIELD not in old:  # written before configs named their application
+      new.pop(APP_FIELD, None)
     if old != new:
       diff = sorted(_diff_keys(old, new))
       raise ConfigError(

@@ -27,7 +27,9 @@ PRESETS = ("paper", "quick", "tiny")
 
 def base() -> ml_collections.ConfigDict:
   """The paper's hyperteacher setting (the shared training config's defaults)."""
-  return training_config.base_config()
+  cfg = training_config.base_config()
+  cfg.app = "scaling"  # apps.APPS: what experiments/train.py runs
+  return cfg
 
 
 def get_config(preset: str = "quick") -> ml_collections.ConfigDict:

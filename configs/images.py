@@ -29,6 +29,7 @@ PRESETS = ("paper", "cpu", "tiny")
 
 def base() -> ml_collections.ConfigDict:
   cfg = ml_collections.ConfigDict()
+  cfg.app = "images"  # apps.APPS: what experiments/train.py runs
   cfg.seed = 0
   cfg.num_seeds = 3
   cfg.scene = scenes.default_config()

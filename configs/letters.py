@@ -51,6 +51,7 @@ def _optim(learning_rate, warmup_steps) -> ml_collections.ConfigDict:
 
 def base() -> ml_collections.ConfigDict:
   cfg = ml_collections.ConfigDict()
+  cfg.app = "letters"  # apps.APPS: what experiments/train.py runs
   cfg.preset = ""
   cfg.seed = 0
   cfg.num_seeds = 3

@@ -60,6 +60,7 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests
 
 def base() -> ml_collections.ConfigDict:
   cfg = ml_collections.ConfigDict()
+  cfg.app = "llm"  # apps.APPS: what experiments/train.py runs
   cfg.seed = 0  # sampling (generate.greedy=False) and the cpu preset's random models
   cfg.models = ml_collections.ConfigDict(dict(base="", math="", coding="", instruction=""))
   cfg.background = "base"

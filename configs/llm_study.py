@@ -102,6 +102,7 @@ def _tree(spec: str) -> ml_collections.ConfigDict:
   """A preset of a sibling config file, unlocked, without its data section (the study's)."""
   tree = cli.load_config_file(os.path.join(HERE, spec)).to_dict()
   tree.pop("data", None)
+  tree.pop("app")  # a section; the study names its application once
   return ml_collections.ConfigDict(tree)
 
 
@@ -113,6 +114,7 @@ def _score(preset: str, joint: bool) -> ml_collections.ConfigDict:
   three); the merges of arith and funcs; the four skills' benchmarks, zero-shot (the experts
   train on those prompts); float32."""
   cfg = cli.load_config_file(os.path.join(HERE, "llm.py:paper")).to_dict()
+  cfg.pop("app")  # a section; the study names its application once
   run = ("arith", "funcs", "strings", "cross")
   cfg.update(
       models=dict(base="", arith="", funcs="", strings="", joint=""), dtype="float32",
@@ -155,6 +157,7 @@ def get_config(preset: str = "quick") -> ml_collections.ConfigDict:
     raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
   size = preset
   cfg = ml_collections.ConfigDict()
+  cfg.app = "llm_study"  # apps.APPS: what experiments/train.py runs
   cfg.data = data_config.data_config("tiny" if preset == "test" else "cpu")
   cfg.background = _tree(f"lm_train.py:{size}_background")
   skills = SKILLS if preset != "test" else ("arith", "funcs")  # test: the composition's two

@@ -52,6 +52,7 @@ PRESETS = SIZES + tuple(f"{size}_{role}" for size in SIZES for role in ROLES)
 
 def base() -> ml_collections.ConfigDict:
   cfg = ml_collections.ConfigDict()
+  cfg.app = "lm_train"  # apps.APPS: what experiments/train.py runs
   cfg.seed = 0
   cfg.num_seeds = 1
   cfg.model = model.default_config()

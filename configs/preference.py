@@ -19,6 +19,7 @@ PRESETS = ("paper", "quick", "tiny")
 def base() -> ml_collections.ConfigDict:
   """The paper's preference setting: MLP 2x1024, AdamW lr 1e-4, wd 1e-3, 3M steps."""
   cfg = training_config.base_config()
+  cfg.app = "scaling"  # apps.APPS: what experiments/train.py runs
   cfg.task = preference.default_config()
   cfg.student.mlp.depth = 2
   cfg.optim.update(learning_rate=1e-4, weight_decay=1e-3)

@@ -20,6 +20,7 @@ PRESETS = ("paper", "quick", "tiny")
 
 def base() -> ml_collections.ConfigDict:
   cfg = ml_collections.ConfigDict()
+  cfg.app = "theory"  # apps.APPS: what experiments/train.py runs
   cfg.seed = 0
   cfg.hyperteacher = training_config.base_config()
   cfg.hyperteacher.task.update(num_modules=8, max_hotness=2, input_dim=4, hidden_dim=4,

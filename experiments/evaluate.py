@@ -17,13 +17,9 @@ would change what the checkpoints depend on is refused naming the field. Trainin
 never modified. Exit status 2 with a message on a bad workdir, checkpoint or override.
 """
 
-import os
-
 from absl import flags
 
 from compgen_jax import apps, cli
-from compgen_jax import workdir as workdir_lib
-from compgen_jax.types import ConfigError
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -42,29 +38,8 @@ def main(argv):
   experiments = _EXPERIMENTS.value and tuple(_EXPERIMENTS.value)
   cfg = cli.with_overrides(saved, argv[1:], app.overridable, f"a {app.name} evaluation",
                            {"experiments": experiments})
-  if app.name != "scaling":
-    if _EVALUATORS.value:
-      raise ConfigError("evaluators", f"a {app.name} workdir has no evaluator registry")
-    print(apps.stage(app, "evaluate")(cfg, _WORKDIR.value, _STEP.value, _EVERY.value))
-  else:
-    _scaling_passes()
-
-
-def _scaling_passes():
-  """The scaling pass with --evaluators, its table and curve (imported here: the other
-  applications' passes never load them)."""
-  from compgen_jax.analysis import plots, report
-  from compgen_jax.scaling import passes
-  from compgen_jax.training import sharding
-  rows = passes.evaluate_workdir(_WORKDIR.value, _STEP.value, _EVERY.value,
-                                 _EVALUATORS.value or None)
-  print(report.eval_table(rows))
-  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{workdir_lib.EVAL_FILE}")
-  if (len({r["step"] for r in rows}) > 1 and any("ood/r2" in r for r in rows)
-      and sharding.is_main_process()):
-    path = os.path.join(_WORKDIR.value, workdir_lib.EVAL_CURVE_FILE)
-    plots.curve_png(rows, path, key="ood/r2")
-    print(f"OOD R^2 over checkpoints: {path}")
+  print(apps.stage(app, "evaluate")(cfg, _WORKDIR.value, _STEP.value, _EVERY.value,
+                                    _EVALUATORS.value or None))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,6 @@ other half (ID) and on held-out tasks (OOD). Exit status 2 with a message on bad
 from absl import flags
 
 from compgen_jax import apps, cli
-from compgen_jax import workdir as workdir_lib
-from compgen_jax.analysis import report
-from compgen_jax.scaling import passes
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A trained workdir (config.json, checkpoints/).")
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -27,12 +24,7 @@ def main(argv):
   del argv
   cli.quiet_logging()
   app, cfg = apps.of_workdir(_WORKDIR.value)
-  if app.name != "scaling":
-    print(apps.stage(app, "probe")(cfg, _WORKDIR.value, _STEP.value, _EVERY.value))
-    return
-  rows = passes.probe_workdir(_WORKDIR.value, _STEP.value, _EVERY.value)
-  print(report.table(*passes.probe_table(rows)))
-  print(f"\n{len(rows)} rows written to {_WORKDIR.value}/{workdir_lib.PROBE_FILE}")
+  print(apps.stage(app, "probe")(cfg, _WORKDIR.value, _STEP.value, _EVERY.value))
 
 
 if __name__ == "__main__":

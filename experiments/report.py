@@ -49,16 +49,11 @@ def main(argv):
   given = [v for v in (_DIR.value, _SWEEP_DIR.value, _WORKDIRS.value) if v is not None]
   if len(given) != 1:
     raise ConfigError("dir", "give exactly one of --dir, --sweep_dir and --workdirs")
-  if _DIR.value is not None and not os.path.isfile(workdir_lib.index_path(_DIR.value)):
+  if _DIR.value is not None:
     print(apps.of_report_dir(_DIR.value).report(_DIR.value, _OUT.value))
     return
-  sweep_dir = _SWEEP_DIR.value or _DIR.value
-  if sweep_dir is not None:
-    app = workdir_lib.read_index(sweep_dir).get("app", "scaling")
-    if app not in apps.APPS:
-      raise ConfigError("sweep_dir", f"{sweep_dir!r}: its index names the application {app!r}; "
-                        f"known: {', '.join(apps.APPS)}")
-    print(apps.APPS[app].report(sweep_dir, _OUT.value))
+  if _SWEEP_DIR.value is not None:
+    print(apps.of_sweep_dir(_SWEEP_DIR.value).report(_SWEEP_DIR.value, _OUT.value))
     return
   if _OUT.value is None:
     raise ConfigError("out", "--workdirs needs --out")

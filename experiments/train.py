@@ -1,5 +1,6 @@
-"""Runs a config's program in a workdir: every application's (apps.py), picked from the config's
-sections; trains all seeds and sweep values in one program and resumes an existing workdir.
+"""Runs a config's program in a workdir: every application's (apps.py), the one its config names
+(`app`), validated by it first; trains all seeds and sweep values in one program and resumes an
+existing workdir.
 
   python experiments/train.py --config=configs/hyperteacher.py:quick --workdir=/tmp/ht_quick
   python experiments/train.py --config=configs/images.py:tiny --workdir=/tmp/images_tiny
@@ -21,7 +22,7 @@ cli.mark_required(["config", "workdir"])
 def main(argv):
   del argv
   cli.quiet_logging()
-  summary = apps.of_config(_CONFIG.value).run(_CONFIG.value, _WORKDIR.value)
+  summary = apps.train(_CONFIG.value, _WORKDIR.value)
   if summary:  # llm's run prints its own table as it goes
     print(summary)
 

@@ -2,6 +2,7 @@
 application's, a config of none is refused naming what each needs, and the uniform report
 binary regenerates a committed report from its directory alone."""
 
+import ast
 import glob
 import importlib.util
 import json
@@ -31,21 +32,66 @@ def _presets(name: str) -> tuple[str, ...]:
   return tuple(module.PRESETS)
 
 
-def test_every_preset_is_exactly_one_applications():
+def _unnamed(cfg: ml_collections.ConfigDict) -> dict:
+  """A config as a config.json written before configs named their application holds it."""
+  return {k: v for k, v in workdir_lib.config_dict(cfg).items() if k != workdir_lib.APP_FIELD}
+
+
+def test_every_preset_names_its_application_and_an_unnamed_one_is_recognised_the_same():
   files = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "configs", "*.py"))}
   assert files == set(EXPECTED)  # a new config file gets its application here
   for name, app in EXPECTED.items():
     for preset in _presets(name):
-      assert apps.of_config(load_config(name, preset)).name == app, (name, preset)
+      cfg = load_config(name, preset)
+      assert cfg[workdir_lib.APP_FIELD] == app, (name, preset)
+      assert apps.of_config(cfg).name == app, (name, preset)
+      assert apps.of_config(_unnamed(cfg)).name == app, (name, preset)  # an old config.json
   apps.of_config(load_config("images", "tiny")).validate(load_config("images", "tiny"))
 
 
 def test_a_config_of_no_application_is_refused_naming_each():
   with pytest.raises(ConfigError, match="no application's config.*scaling has encoding"):
     apps.of_config(ml_collections.ConfigDict({"seed": 0, "train": {}}))
-  both = dict(load_config("hyperteacher", "tiny")) | {"scene": {}, "flow": {}, "sampler": {}}
+  both = _unnamed(load_config("hyperteacher", "tiny")) | {"scene": {}, "flow": {}, "sampler": {}}
   with pytest.raises(ConfigError, match="more than one"):
     apps.of_config(both)
+  with pytest.raises(ConfigError, match="'app'.*names the application 'scalling'; known: scaling"):
+    apps.of_config({**both, "app": "scalling"})
+
+
+def test_a_workdir_of_an_unnamed_config_resumes_under_the_named_one(tmp_path):
+  # config.json of a run trained before configs named their application: the same config with
+  # its `app` field is the same run (resumed), any other difference is refused
+  cfg = load_config("hyperteacher", "tiny")
+  os.makedirs(tmp_path / "w")
+  with open(tmp_path / "w" / workdir_lib.CONFIG_FILE, "w") as f:
+    json.dump(_unnamed(cfg), f)
+  assert workdir_lib.check(str(tmp_path / "w"), cfg)
+  assert apps.of_workdir(str(tmp_path / "w"))[0].name == "scaling"
+  cfg.seed = 1
+  with pytest.raises(ConfigError, match="differs in: seed"):
+    workdir_lib.check(str(tmp_path / "w"), cfg)
+
+
+def test_binaries_name_no_application():
+  # the binaries reach every application through its apps.APPS record alone: no import of an
+  # application package, no literal application name. experiments/score.py is exempt: a tool
+  # of llm_eval's code benchmarks (pass@k of another tool's samples), not an experiment binary.
+  packages = {"scaling", "images", "letters", "theory", "llm_eval", "lm_train", "llm_study",
+              "llm_data"}
+  names = set(apps.APPS) | packages
+  for path in glob.glob(os.path.join(REPO, "experiments", "*.py")):
+    if os.path.basename(path) == "score.py":
+      continue
+    tree = ast.parse(open(path).read())
+    for node in ast.walk(tree):
+      modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                 if isinstance(node, ast.ImportFrom) else [])
+      for module in modules:
+        assert not set(module.split(".")) & packages, (path, module)
+      if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        assert node.value not in names, (path, node.value)
 
 
 def test_a_stage_an_application_lacks_is_a_clear_error():

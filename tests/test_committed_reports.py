@@ -62,7 +62,7 @@ def regenerate_and_compare(sweep_dir: str, out_dir: str) -> None:
   """Writes the sweep's report into out_dir and asserts REPORT.md and claims.json equal the
   sweep dir's byte for byte (a diff in the message otherwise); the sweep dir is not touched."""
   before = _snapshot(sweep_dir)
-  app = workdir_lib.read_index(sweep_dir).get("app", "scaling")
+  app = apps.of_sweep_dir(sweep_dir).name
   apps.APPS[app].report(sweep_dir, out_dir)
   assert _snapshot(sweep_dir) == before, "regenerating wrote into the sweep dir"
   for name in COMPARED[app]:

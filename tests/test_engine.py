@@ -21,7 +21,8 @@ from compgen_jax import checkpointing, metric_writer, rng
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import chunk as chunk_lib
 from compgen_jax.training import loop
-from compgen_jax.training.config import train_config
+from compgen_jax.training import passes as engine_passes
+from compgen_jax.training.config import train_config, validate_train
 from compgen_jax.types import ConfigError
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -124,15 +125,14 @@ def test_toy_stacked_run_equals_solo_run(strategy):
   np.testing.assert_allclose(metrics["train/loss"][2], solo_metrics["train/loss"], rtol=1e-6)
 
 
-def test_bad_train_section_is_refused_before_the_workdir(tmp_path):
+def test_bad_train_section_is_refused_naming_the_field():
+  # the applications' validate call it (once, before anything is written); loop.run trusts it
   for bad, field in (({"log_every": 7}, "train.log_every"),
                      ({"num_steps": 50}, "train.num_steps"),
                      ({"writers": ("tensorboard",)}, "train.writers"),
                      ({"max_checkpoints": 0}, "train.max_checkpoints")):
-    cfg = toy_config(**bad)
     with pytest.raises(ConfigError, match=field):
-      loop.run(toy_family(cfg), cfg, str(tmp_path / "w"))
-    assert not os.path.exists(tmp_path / "w")
+      validate_train(toy_config(**bad).train)
 
 
 def test_toy_early_stop_ends_at_the_first_accepted_evaluation_and_stays_ended(tmp_path):
@@ -165,3 +165,37 @@ def test_toy_early_stop_ends_at_the_first_accepted_evaluation_and_stays_ended(tm
   loop.run(stopping, cfg20, str(tmp_path / "killed"), stop_after=40)  # before the stop
   loop.run(stopping, cfg20, str(tmp_path / "killed"))
   assert metric_writer.read_rows(str(metrics("killed"))) == got
+
+
+def test_runs_states_are_restored_in_one_place():
+  # loop.restore: the loop's resume and every application's passes restore runs' states through
+  # it (lm/gemma2.py's checkpointing.restore reads its cache of converted HF weights, no run's)
+  root = os.path.join(os.path.dirname(os.path.dirname(__file__)), "compgen_jax")
+  found = sorted(os.path.relpath(os.path.join(d, name), root)
+                 for d, _, names in os.walk(root) for name in names if name.endswith(".py")
+                 and "checkpointing.restore(" in open(os.path.join(d, name)).read())
+  assert found == ["lm/gemma2.py", "training/loop.py"]
+
+
+def test_a_pass_over_checkpoints_equals_the_function_of_each_restored_run(tmp_path):
+  # the engine's pass: every checkpoint restored, the one-run function vmapped (sharded, or on
+  # one device), one row per run and step with the grid fields; checked against numpy on the
+  # restored states, and the training loop's own evaluation of the last step
+  cfg = toy_config()
+  family = toy_family(cfg)
+  final = loop.run(family, cfg, str(tmp_path))
+  target_sum = lambda state: {"w_dot_target": jnp.sum(state.params["w"] * state.target)}
+  for placement in engine_passes.PLACEMENTS:
+    rows = engine_passes.over_checkpoints(
+        str(tmp_path), family.init_one, family.inputs, family.grid,
+        {"dot": target_sum, **family.evaluators}, "pass.jsonl", every=True, placement=placement)
+    assert [(r["step"], r["run"], r["seed"]) for r in rows] == [
+        (s, r, r) for s in (20, 40, 60) for r in range(3)]
+    for s in (20, 40, 60):
+      _, state = loop.restore(str(tmp_path), family.init_one, family.inputs, s)
+      want = np.sum(np.asarray(state.params["w"]) * np.asarray(state.target), axis=1)
+      np.testing.assert_allclose([r["w_dot_target"] for r in rows if r["step"] == s], want,
+                                 rtol=1e-6)
+    assert [r["eval/distance"] for r in rows if r["step"] == 60] == [
+        f["eval/distance"] for f in final]
+    assert metric_writer.read_rows(str(tmp_path / "pass.jsonl")) == rows  # replaced, not added

@@ -23,7 +23,7 @@ LAYERS = (
     ("theory", "letters", "llm_eval", "images", "lm_train"),  # applications
     ("llm_study",),  # the LLM study's pipeline: llm_data -> lm_train -> llm_eval, as stages
     ("apps",),  # one record per application: what the binaries and the sweep launcher read
-    ("sweeps",),  # launches train.py / evaluate.py / probe.py programs (spec.SWEEPABLE)
+    ("sweeps",),  # launches train.py / evaluate.py / probe.py programs (apps.App.sweep)
 )
 APPLICATIONS = set(LAYERS[-4])
 # A read-only leaf: tables, plots and reports from workdir files, never a model or a run.

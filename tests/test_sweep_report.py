@@ -62,8 +62,8 @@ def _fake_sweep(root, experiment: str, base: str, programs: list[tuple[dict, lis
                     "status": "done", "exit_code": 0, "stage": None, "wall_s": 2.0,
                     "error": None, "job_id": None, "skipped": False})
   index_lib.write(sweep_dir, {
-      "spec": f"configs/sweeps/{experiment}.py:tiny", "name": experiment, "base": base,
-      "overrides": {}, "sweep_dir": sweep_dir, "launcher": "local", "started": "-",
+      "spec": f"configs/sweeps/{experiment}.py:tiny", "name": experiment, "app": "scaling",
+      "base": base, "overrides": {}, "sweep_dir": sweep_dir, "launcher": "local", "started": "-",
       "updated": "-", "programs": entries})
   return sweep_dir
 

@@ -98,7 +98,7 @@ def test_print_config_prints_the_resolved_tree_and_writes_nothing(tmp_path):
   assert not os.path.exists(workdir)
   assert tree["evals"]["ood"] == {"every": 100, "num_tasks": 1024}  # the override is there
   assert tree["train"]["num_steps"] == 100_000 and tree["student"]["name"] == "mlp"
-  assert set(tree) == {"seed", "num_seeds", "task", "encoding", "student", "optim", "train",
+  assert set(tree) == {"app", "seed", "num_seeds", "task", "encoding", "student", "optim", "train",
                        "evals", "sweep", "probe"}
   evaluate = subprocess.run(
       [sys.executable, os.path.join(REPO, "experiments", "evaluate.py"), f"--workdir={workdir}",

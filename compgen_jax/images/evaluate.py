@@ -60,9 +60,9 @@ def evaluate_run(state: train_lib.ImageState, cfg: ml_collections.ConfigDict) ->
 
 
 @cache_by_config
-def make_evaluate(cfg: ml_collections.ConfigDict):
-  """jit(vmap over runs) of evaluate_run."""
-  return jax.jit(jax.vmap(functools.partial(evaluate_run, cfg=cfg)))
+def evaluate_one(cfg: ml_collections.ConfigDict):
+  """evaluate_run of cfg, one object per config (the engine's pass compiles it once)."""
+  return functools.partial(evaluate_run, cfg=cfg)
 
 
 def concept_success(success_N, shapes_NxK, colours_NxK, geo: scenes.Geometry) -> dict:
@@ -153,16 +153,14 @@ def write_grid(state: train_lib.ImageState, run: int, cfg, path: str) -> str:
 
 def evaluate_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None,
                      grids: bool = True, every: bool = False) -> list[dict]:
-  """Evaluates the selected checkpoints (training.passes.select_steps: the latest by default;
-  `every`: all) and writes each step's rows to eval.jsonl as it is done, replacing rows of the
-  same step (training.passes.write_pass), with the seed-0 runs' sample grids; returns the rows."""
+  """Evaluates the selected checkpoints (the latest by default; `every`: all) through the engine's
+  pass (training.passes.over_checkpoints) and writes each step's rows to eval.jsonl as it is
+  done, replacing rows of the same step, with the seed-0 runs' sample grids; returns the rows."""
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
   geo = scenes.geometry(cfg.scene)
-  steps = engine_passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step, every)
 
-  def rows_of_step(s: int) -> list[dict]:
-    _, state = train_lib.restore(cfg, workdir, s)
-    new = rows(make_evaluate(cfg)(state), grid, s, geo)
+  def rows_of(s: int, result: dict, state: train_lib.ImageState) -> list[dict]:
+    new = rows(result, grid, s, geo)
     if grids:
       for r, run in enumerate(grid):
         if run["seed"] == 0:
@@ -170,4 +168,6 @@ def evaluate_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | N
               workdir, GRID_DIR, f"step{s}_coverage{run['coverage']:g}_seed0.png"))
     return new
 
-  return engine_passes.write_pass(os.path.join(workdir, workdir_lib.EVAL_FILE), steps, rows_of_step)
+  return engine_passes.over_checkpoints(
+      workdir, train_lib.init_one(cfg), train_lib.abstract_inputs(cfg, train_lib.run_grid(cfg)),
+      grid, {"evaluate": evaluate_one(cfg)}, workdir_lib.EVAL_FILE, step, every, rows=rows_of)

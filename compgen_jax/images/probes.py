@@ -9,8 +9,6 @@ with coverage. Scored on num_eval held-out prompts (`ood`); `id` scores the `all
 half its set on the other half (for choosing a layer without looking at held-out data).
 """
 
-import functools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -133,14 +131,20 @@ def _fit_all(feats, shapes_RxNxK, colours_RxNxK, cfg):
 
 
 @cache_by_config
-def make_probe(cfg: ml_collections.ConfigDict):
-  """states -> {'ood/<variant>', 'id/all': acc [R, P, L, A, K, 2], 'concept/all': recall
-  [R, P, L, A, K, 2, V]} over runs, kept sampler steps, layers and lambdas: the sampling pass
-  jit(vmap) over runs, then the ridge solves."""
-  validate(cfg)
-  inputs = jax.jit(jax.vmap(functools.partial(probe_inputs, cfg=cfg)))
-  fits = jax.jit(functools.partial(_fit_all, cfg=cfg))
-  return lambda states: fits(*inputs(states))
+def inputs_one(cfg: ml_collections.ConfigDict):
+  """One run's probe_inputs as {features, shapes, colours}: the engine vmaps it over runs."""
+  def inputs(state):
+    feats, shapes, colours = probe_inputs(state, cfg)
+    return {"features": feats, "shapes": shapes, "colours": colours}
+  return inputs
+
+
+@cache_by_config
+def fits(cfg: ml_collections.ConfigDict):
+  """Every run's inputs_one outputs -> {'ood/<variant>', 'id/all': acc [R, P, L, A, K, 2],
+  'concept/all': recall [R, P, L, A, K, 2, V]} over runs, kept sampler steps, layers and
+  lambdas: the ridge solves, over every run together (_fit_all)."""
+  return lambda out: _fit_all(out["features"], out["shapes"], out["colours"], cfg)
 
 
 def best_layer(id_acc_L: np.ndarray) -> int:
@@ -189,13 +193,10 @@ def probe_workdir(cfg: ml_collections.ConfigDict, workdir: str, step: int | None
   """Probes every run on the selected checkpoints (training.passes.select_steps: the latest by
   default; `every`: all), replacing each step's rows of probes.jsonl (training.passes.write_pass);
   returns them."""
+  validate(cfg)
   grid = train_lib.run_info(cfg, train_lib.run_grid(cfg))
-  steps = engine_passes.select_steps(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR), step,
-                                     every)
-
-  def rows_of_step(s: int) -> list[dict]:
-    _, state = train_lib.restore(cfg, workdir, s)
-    return rows(make_probe(cfg)(state), grid, s, cfg)
-
-  return engine_passes.write_pass(os.path.join(workdir, workdir_lib.PROBE_FILE), steps,
-                                  rows_of_step)
+  return engine_passes.over_checkpoints(
+      workdir, train_lib.init_one(cfg), train_lib.abstract_inputs(cfg, train_lib.run_grid(cfg)),
+      grid, {"inputs": inputs_one(cfg)}, workdir_lib.PROBE_FILE, step, every,
+      rows=lambda s, result, state: rows(result, grid, s, cfg), placement="one_device",
+      then=fits(cfg))

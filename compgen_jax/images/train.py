@@ -5,7 +5,6 @@ bar)."""
 
 import functools
 import itertools
-import os
 from typing import Any
 
 import flax.struct
@@ -15,8 +14,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from compgen_jax import checkpointing, checks, rng
-from compgen_jax import workdir as workdir_lib
+from compgen_jax import checks, rng
 from compgen_jax.images import model as model_lib
 from compgen_jax.images import sampler, scenes, split
 from compgen_jax.tasks import splits as task_splits
@@ -116,14 +114,14 @@ def init_inputs(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None):
   return run_keys(cfg, grid), jnp.asarray([r["coverage"] for r in grid], jnp.float32), splits
 
 
-def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
-  """Shapes of the stacked state (checkpoints restore against it)."""
+def abstract_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]) -> tuple:
+  """init_one's inputs with the coverages and splits as shapes (none computed): what checkpoints
+  restore against (loop.restore)."""
   geo = scenes.geometry(cfg.scene)
   R, T = len(grid), geo.num_combos
   vec, scalar = jax.ShapeDtypeStruct((R, T), jnp.int32), jax.ShapeDtypeStruct((R,), jnp.int32)
-  return loop.abstract_state(init_one(cfg), (
-      run_keys(cfg, grid), jax.ShapeDtypeStruct((R,), jnp.float32),
-      split.Split(vec, scalar, vec, scalar)))
+  return (run_keys(cfg, grid), jax.ShapeDtypeStruct((R,), jnp.float32),
+          split.Split(vec, scalar, vec, scalar))
 
 
 def draw_scenes(key, idx_T, count, n: int, geo: scenes.Geometry):
@@ -187,8 +185,7 @@ def run_info(cfg: ml_collections.ConfigDict, grid: list[dict], splits=None) -> l
 
 def restore(cfg: ml_collections.ConfigDict, workdir: str, step: int | None = None):
   """(step, stacked state) of a checkpoint of `workdir` (default the latest)."""
-  return checkpointing.restore(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
-                               abstract_state(cfg, run_grid(cfg)), step)
+  return loop.restore(workdir, init_one(cfg), abstract_inputs(cfg, run_grid(cfg)), step)
 
 
 def family(cfg: ml_collections.ConfigDict, grid: list[dict], splits) -> loop.Family:

@@ -187,8 +187,7 @@ def train(phase: Phase, cfg, workdir: str, train: bool = True) -> PyTree:
   # the final step, picked as every checkpoint pass picks one (CheckpointError naming the steps
   # there when the phase did not finish)
   step, = engine_passes.select_steps(ckpt_dir, num_steps, every=False)
-  _, state = checkpointing.restore(
-      ckpt_dir, loop.abstract_state(phase.family.init_one, phase.family.inputs), step)
+  _, state = loop.restore(workdir, phase.family.init_one, phase.family.inputs, step)
   if not train or done:
     print(f"[{phase.name}] restored trained models from {ckpt_dir}", flush=True)
   return state.params

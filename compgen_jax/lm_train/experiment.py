@@ -8,7 +8,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from compgen_jax import checkpointing, checks
+from compgen_jax import checks
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.lm import gemma2, hf_export, loading
 from compgen_jax.lm_train import copying, data, family, llm_corpus, recipes
@@ -165,8 +165,7 @@ def trained_params(cfg: ml_collections.ConfigDict, workdir: str,
   # a fine-tuned run's state has the fresh one's shapes (an adapted one: its adapters')
   program = family.program_config(cfg)
   init = family.init_lora(program) if cfg.finetune.lora_rank else family.init_fresh(program)
-  trained = checkpointing.restore(ckpt_dir, loop.abstract_state(init, (family.run_keys(cfg),)),
-                                  step)[1].params
+  trained = loop.restore(workdir, init, (family.run_keys(cfg),), step)[1].params
   if not cfg.finetune.lora_rank:
     return trained
   start = start_params(cfg)

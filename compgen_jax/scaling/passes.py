@@ -3,8 +3,9 @@ checkpoints.
 
 The passes read config.json and checkpoints/ and write only eval.jsonl / probes.jsonl and the
 eval curve PNG (their binaries hold the workdir's lock: cli.run); training artifacts are never
-modified. Which checkpoints and how rows are replaced is every family's mechanism
-(training/passes.py: select_steps, write_pass).
+modified. They give the engine one-run functions (the evaluators, probes.probe_run) and the
+engine's pass does the rest: the checkpoints, restore, placement, vmap, rows
+(training/passes.py: over_checkpoints).
 """
 
 import os
@@ -12,9 +13,7 @@ from typing import NamedTuple
 
 import jax
 import ml_collections
-import numpy as np
 
-from compgen_jax import checkpointing
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.encodings import registry as encodings
 from compgen_jax.scaling import activations, evaluators, probes, runs
@@ -22,16 +21,17 @@ from compgen_jax.scaling import config as train_config
 from compgen_jax.scaling import train as scaling_train
 from compgen_jax.students import registry as students
 from compgen_jax.tasks import registry as families
-from compgen_jax.training import sharding
-from compgen_jax.training.passes import select_steps, write_pass
-from compgen_jax.types import CheckpointError, ConfigError, PyTree
+from compgen_jax.training import loop
+from compgen_jax.training.passes import over_checkpoints
+from compgen_jax.types import ConfigError, PyTree
 
 
 class Workdir(NamedTuple):
   path: str
   cfg: ml_collections.ConfigDict
   grid: list[dict]
-  abstract: PyTree  # shapes of the run-stacked state, to restore against
+  inputs: tuple  # init_one's inputs, the splits as shapes: what checkpoints restore against
+  abstract: PyTree  # shapes of the run-stacked state
 
   @property
   def checkpoints(self) -> str:
@@ -51,11 +51,12 @@ def open_workdir(path: str) -> Workdir:
     runs.validate(cfg)
     grid = runs.run_grid(cfg)
     grid = runs.precompute_splits(cfg, grid)
-    abstract = scaling_train.abstract_state(cfg, grid)
+    inputs = scaling_train.abstract_inputs(cfg, grid)
+    abstract = loop.abstract_state(scaling_train.init_one(cfg), inputs)
   except (AttributeError, KeyError, TypeError) as e:
     raise ConfigError("workdir", f"the config in {path!r} is incompatible with this code "
                       f"({type(e).__name__}: {e})") from e
-  return Workdir(path, cfg, grid, abstract)
+  return Workdir(path, cfg, grid, inputs, abstract)
 
 
 def missing_fields(cfg: ml_collections.ConfigDict) -> list[str]:
@@ -90,36 +91,11 @@ def _missing_leaves(default: ml_collections.ConfigDict, cfg: ml_collections.Conf
   return missing
 
 
-def restore(wd: Workdir, step: int) -> PyTree:
-  """The run-stacked state saved at `step` (CheckpointError if missing, corrupt or mismatched)."""
-  _, state = checkpointing.restore(wd.checkpoints, wd.abstract, step)
-  saved = np.asarray(state.step)
-  if not np.all(saved == step):
-    raise CheckpointError(f"checkpoint {wd.checkpoints!r} step {step} holds states of step(s) "
-                          f"{sorted(set(saved.tolist()))}")
-  return state
-
-
-def _placement(wd: Workdir):
-  """The run mesh over every device (as training uses) and the task table replicated on it:
-  a pass evaluates each device's runs there, padded to a multiple of the devices."""
-  mesh = sharding.make_mesh()
-  return mesh, sharding.replicate(scaling_train.task_bits(wd.cfg), mesh)
-
-
-def _real_runs(out: PyTree, wd: Workdir) -> PyTree:
-  """Run-stacked outputs on the host, whole on every process, without the padding runs."""
-  return jax.tree.map(lambda a: np.asarray(a)[:len(wd.grid)], sharding.to_host(out))
-
-
-def _run_info(grid: list[dict]) -> list[dict]:
-  return [dict(run) for run in grid]
-
-
 def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
                      names=None) -> list[dict]:
-  """Runs the named evaluators on the selected checkpoints; writes one row per step and run to
-  eval.jsonl (replacing the rows of those steps) and returns the rows.
+  """Runs the named evaluators on the selected checkpoints (the engine's pass:
+  training.passes.over_checkpoints); writes one row per step and run to eval.jsonl (replacing
+  the rows of those steps) and returns the rows.
 
   The default is every evaluator that applies to the family, not only those training ran: a
   standalone pass is where the costlier ones (ood_hotness, r2_quantiles) are usually computed.
@@ -130,36 +106,27 @@ def evaluate_workdir(path: str, step: int | None = None, every: bool = False,
   """
   wd = open_workdir(path)
   names = tuple(names or evaluators.applicable(wd.cfg))
-  evaluate = scaling_train.make_evaluate(wd.cfg, names)
-  steps = select_steps(wd.checkpoints, step, every)
-  mesh, bits_T = _placement(wd)
-
-  def rows_of_step(s: int) -> list[dict]:
-    metrics = _real_runs(evaluate(sharding.shard_runs(restore(wd, s), mesh), bits_T), wd)
-    return [{"step": s, **info, **{k: float(v[r]) for k, v in sorted(metrics.items())}}
-            for r, info in enumerate(_run_info(wd.grid))]
-
-  return write_pass(os.path.join(path, workdir_lib.EVAL_FILE), steps, rows_of_step)
+  return over_checkpoints(path, scaling_train.init_one(wd.cfg), wd.inputs, wd.grid,
+                          scaling_train.evaluators_one(wd.cfg, names), workdir_lib.EVAL_FILE,
+                          step, every, consts=(scaling_train.task_bits(wd.cfg),))
 
 
 def probe_workdir(path: str, step: int | None = None, every: bool = False) -> list[dict]:
-  """Probes every layer of every run on the selected checkpoints; writes one row per step, run
-  and lambda to probes.jsonl (replacing the rows of those steps) and returns the rows."""
+  """Probes every layer of every run on the selected checkpoints (the engine's pass); writes one
+  row per step, run and lambda to probes.jsonl (replacing the rows of those steps) and returns
+  the rows."""
   wd = open_workdir(path)
-  probe = probes.make_probe(wd.cfg)
-  steps = select_steps(wd.checkpoints, step, every)
+  probes.validate(wd.cfg)
   names = activations.layer_names(jax.tree.map(lambda a: jax.ShapeDtypeStruct(
       a.shape[1:], a.dtype), wd.abstract), wd.cfg)
   # on one device: the probe program hangs on XLA:CPU when its input is replicated or sharded
   # over several (forced host) devices, so the first device probes every run
-  one = jax.local_devices()[0]
-  bits_T = jax.device_put(scaling_train.task_bits(wd.cfg), one)
-
-  def rows_of_step(s: int) -> list[dict]:
-    result = _real_runs(probe(jax.device_put(restore(wd, s), one), bits_T), wd)
-    return probes.rows(result, names, wd.cfg, s, _run_info(wd.grid))
-
-  return write_pass(os.path.join(path, workdir_lib.PROBE_FILE), steps, rows_of_step)
+  return over_checkpoints(
+      path, scaling_train.init_one(wd.cfg), wd.inputs, wd.grid,
+      {"probe": probes.probe_one(wd.cfg)}, workdir_lib.PROBE_FILE, step, every,
+      consts=(scaling_train.task_bits(wd.cfg),),
+      rows=lambda s, result, state: probes.rows(result, names, wd.cfg, s, wd.grid),
+      placement="one_device")
 
 
 def probe_table(rows: list[dict]) -> tuple[list[str], list[list]]:

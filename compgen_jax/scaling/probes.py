@@ -20,6 +20,7 @@ from compgen_jax.scaling import activations, batches
 from compgen_jax.scaling import state as run_state
 from compgen_jax.scaling.state import RunState
 from compgen_jax.tasks import registry as families
+from compgen_jax.training.cache import cache_by_config
 from compgen_jax.training.ridge import fit_and_score
 from compgen_jax.types import ConfigError
 
@@ -109,6 +110,12 @@ def probe_run(state: RunState, bits_T: jax.Array, cfg: ml_collections.ConfigDict
   return out
 
 
+@cache_by_config
+def probe_one(cfg: ml_collections.ConfigDict):
+  """probe_run of cfg, one object per config (the engine's pass compiles it once per process)."""
+  return functools.partial(probe_run, cfg=cfg)
+
+
 def make_probe(cfg: ml_collections.ConfigDict):
   """jit(vmap over runs) of probe_run: (states, bits_T) -> {'<target>/<split>': [R, L, A]}."""
   validate(cfg)
@@ -131,7 +138,7 @@ def rows(result: dict, names: tuple[str, ...], cfg: ml_collections.ConfigDict, s
         target, split = key.split("/")
         row.update({f"{target}/{layer}/{split}_r2": float(value[r, l, a])
                     for l, layer in enumerate(names)})
-      for target in {k.split("/")[0] for k in result}:
+      for target in dict.fromkeys(k.split("/")[0] for k in result):  # not a set: row bytes
         id_r2 = np.nan_to_num(result[f"{target}/id"][r, :, a], nan=-np.inf)
         best = int(np.argmax(np.where(candidate, id_r2, -np.inf)))
         row[f"{target}/best_layer"] = names[best]

@@ -57,13 +57,18 @@ def make_init(cfg: ml_collections.ConfigDict):
       keys, hparams, runs.host_splits(cfg, keys, hparams))
 
 
-def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
-  """Shapes and dtypes of the stacked state, to restore checkpoints against (no split computed)."""
+def abstract_inputs(cfg: ml_collections.ConfigDict, grid: list[dict]) -> tuple:
+  """init_one's inputs for the runs of `grid` with the splits as shapes (none computed): what
+  checkpoints restore against (loop.restore)."""
   keys, hparams = runs.run_inputs(cfg, grid)
   T, R = combinatorics.num_tasks(cfg.task.num_modules, cfg.task.max_hotness), len(grid)
   vec, scalar = jax.ShapeDtypeStruct((R, T), jnp.int32), jax.ShapeDtypeStruct((R,), jnp.int32)
-  return loop.abstract_state(init_one(cfg), (keys, hparams, splits.Split(vec, scalar, vec,
-                                                                         scalar)))
+  return keys, hparams, splits.Split(vec, scalar, vec, scalar)
+
+
+def abstract_state(cfg: ml_collections.ConfigDict, grid: list[dict]):
+  """Shapes and dtypes of the stacked state (no split computed)."""
+  return loop.abstract_state(init_one(cfg), abstract_inputs(cfg, grid))
 
 
 def family(cfg: ml_collections.ConfigDict, grid: list[dict],

@@ -17,9 +17,9 @@ import time
 
 import jax
 
-from compgen_jax import checkpointing, metric_writer
+from compgen_jax import apps, checkpointing, metric_writer
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.sweeps.spec import FOLLOW_UPS, REPO, SWEEPABLE, Program
+from compgen_jax.sweeps.spec import FOLLOW_UPS, REPO, Program
 
 # A stage waits this long for its workdir's lock before refusing: a re-run right after the sweep
 # was killed can find the killed stage's process still exiting.
@@ -63,7 +63,7 @@ def finished(program: Program) -> bool:
   if steps:
     return program.num_steps in steps
   rows = metric_writer.read_rows(os.path.join(program.workdir, workdir_lib.METRICS_FILE))
-  final_key = SWEEPABLE[program.app].final_key
+  final_key = apps.APPS[program.app].sweep.final_key
   evaluated = {r.get("run") for r in rows if r.get("step") == program.num_steps
                and any(k.startswith(final_key) for k in r)}
   return bool(evaluated) and evaluated == {r.get("run") for r in rows}
@@ -90,7 +90,7 @@ def stage_command(program: Program, stage: str, distributed: bool = False) -> tu
   if stage == "train":
     return program.command + (("--distributed",) if distributed else ())
   return (program.command[0], FOLLOW_UPS[stage][0], f"--workdir={program.workdir}",
-          *SWEEPABLE[program.app].follow_up_args[stage])
+          *apps.APPS[program.app].sweep.follow_up_args[stage])
 
 
 def outcome(status: str, exit_code: int | None, stage: str | None, wall_s: float | None,

@@ -4,7 +4,7 @@ A sweep config file's get_config(preset) returns `name`, `base` (a config spec s
 "configs/hyperteacher.py:quick", relative to the repository root), `overrides` (dotted or nested
 overrides for every program) and `programs` (one mapping of dotted overrides per program). Every
 program is an experiments/train.py workdir of the base config's application (apps.of_config; one
-in SWEEPABLE), evaluated and probed by experiments/evaluate.py / probe.py --workdir.
+with an `App.sweep`), evaluated and probed by experiments/evaluate.py / probe.py --workdir.
 """
 
 import os
@@ -33,12 +33,6 @@ FOLLOW_UPS = {"probe": (os.path.join("experiments", "probe.py"), workdir_lib.PRO
               "evaluate": (os.path.join("experiments", "evaluate.py"), workdir_lib.EVAL_FILE)}
 
 
-class Sweepable(NamedTuple):
-  """What the launcher needs of an application beyond its apps.APPS record (validation, report)."""
-  follow_up_args: dict  # stage (FOLLOW_UPS) -> its extra flags
-  final_key: str  # a metrics.jsonl row of the last step with a key of this prefix: trained
-
-
 def paper_programs(spec: str) -> list[dict]:
   """The flattened configs of the programs of a sweep config spec (relative to the repository
   root), as a launch builds and validates them; writes nothing. A report compares its programs
@@ -61,13 +55,6 @@ def write_paper_programs(sweep_dir: str, spec: str) -> str:
                           sort_keys=True)
 
 
-# The applications whose programs a sweep runs (apps.APPS names them).
-SWEEPABLE = {
-    "scaling": Sweepable({"probe": (), "evaluate": ("--every",)}, "ood/"),
-    # one program per shape-changing setting (model width); seeds x coverage vmapped inside it;
-    # evaluated and probed at the latest checkpoint (the report's step)
-    "images": Sweepable({"probe": (), "evaluate": ()}, "train/"),
-}
 LOG_DIR = "logs"
 # Names in the sweep dir that are not programs.
 RESERVED = (LOG_DIR, "slurm", workdir_lib.INDEX_FILE)
@@ -83,7 +70,7 @@ class Program(NamedTuple):
   command: tuple[str, ...]  # train.py's command line (config and overrides), run from REPO
   log: str  # stdout and stderr of every command run for it
   num_steps: int
-  app: str = "scaling"  # a key of SWEEPABLE
+  app: str = "scaling"  # a key of apps.APPS, an application with an App.sweep
   config: ml_collections.ConfigDict | None = None  # as validated by spec.load (None: not loaded)
 
 
@@ -94,7 +81,7 @@ class Sweep(NamedTuple):
   overrides: dict  # dotted overrides applied to every program
   sweep_dir: str  # absolute
   programs: tuple[Program, ...]
-  app: str = "scaling"  # a key of SWEEPABLE: the base config's application
+  app: str = "scaling"  # a key of apps.APPS: the base config's application
 
 
 def _as_dict(tree) -> dict:
@@ -233,15 +220,15 @@ def resolve_base(base) -> str:
 
 
 def base_app(base: str) -> str:
-  """The application of a resolved base spec (apps.of_config, as train.py finds it), one in
-  SWEEPABLE; ConfigError otherwise."""
+  """The application of a resolved base spec (apps.of_config, as train.py finds it), one with
+  an App.sweep; ConfigError otherwise."""
   try:
     app = apps.of_config(cli.load_config_file(base)).name
   except ConfigError as e:
     raise ConfigError("sweep_config.base", f"{base!r}: {_message(e)}") from None
-  if app not in SWEEPABLE:
+  if apps.APPS[app].sweep is None:
     raise ConfigError("sweep_config.base", f"{base!r} is a {app} config; a sweep runs programs "
-                      f"of {', '.join(SWEEPABLE)} configs")
+                      f"of {', '.join(a.name for a in apps.APPS.values() if a.sweep)} configs")
   return app
 
 

@@ -21,7 +21,6 @@ from compgen_jax import checkpointing, files, metric_writer
 from compgen_jax import workdir as workdir_lib
 from compgen_jax.training import chunk as chunk_lib
 from compgen_jax.training import sharding
-from compgen_jax.training.config import validate_train
 from compgen_jax.types import ConfigError, NonFiniteError, PyTree
 
 
@@ -66,6 +65,16 @@ def abstract_state(init_one: Callable, inputs: tuple) -> PyTree:
   return jax.eval_shape(jitted_init(init_one), *stacked(inputs))
 
 
+def restore(workdir: str, init_one: Callable, inputs: tuple,
+            step: int | None = None) -> tuple[int, PyTree]:
+  """(step, run-stacked state) of `workdir`'s checkpoint at `step` (default the latest), restored
+  against eval_shape(vmap(init_one)) of `inputs` (values or ShapeDtypeStructs), replicated: the
+  one restore of runs' states, for the loop's resume and every application's passes.
+  CheckpointError naming the path when it is missing, corrupt or of another shape."""
+  return checkpointing.restore(os.path.join(workdir, workdir_lib.CHECKPOINT_DIR),
+                               abstract_state(init_one, inputs), step)
+
+
 def init_runs(family: Family, mesh: Mesh) -> PyTree:
   """Fresh stacked runs, padded to a multiple of the mesh's devices and created sharded over it."""
   return sharding.init_runs(lambda out: jitted_init(family.init_one, out), family.inputs,
@@ -102,7 +111,7 @@ def restore_or_init(family: Family, workdir: str, mesh: Mesh):
   ckpt_dir = os.path.join(workdir, workdir_lib.CHECKPOINT_DIR)
   metrics_path = os.path.join(workdir, workdir_lib.METRICS_FILE)
   if checkpointing.available_steps(ckpt_dir):
-    step, state = checkpointing.restore(ckpt_dir, abstract_state(family.init_one, family.inputs))
+    step, state = restore(workdir, family.init_one, family.inputs)
     if sharding.is_main_process():
       metric_writer.truncate_after(metrics_path, step)
     logging.info("resuming %s from step %d", workdir, step)
@@ -150,16 +159,17 @@ def run(family: Family, cfg: ml_collections.ConfigDict, workdir: str,
         train: ml_collections.ConfigDict | None = None) -> list[dict]:
   """The one training loop: trains `family`'s runs in `workdir` by the `train` section (default
   cfg.train; an application with several training phases passes each phase's own): num_steps,
-  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress, validated here.
-  It resumes from the latest checkpoint to the rows of an uninterrupted run; the runs are
-  sharded over every device; a non-finite loss or parameter stops it with the last good
-  checkpoint kept. The caller has validated the rest of cfg; config.json records cfg, the
-  application's config as its config file gives it. `stop_after` (a checkpoint step) ends this
-  invocation there, as a preempted job would. An evaluation that family.stops accepts ends
-  training at that step (checkpointed), and a resumed run that had stopped trains no further.
+  chunk_size, log_every, checkpoint_every, max_checkpoints, writers, progress. The caller has
+  validated cfg, the train section included (training.config.validate_train, in each
+  application's validate: once, before anything is written). It resumes from the latest
+  checkpoint to the rows of an uninterrupted run; the runs are sharded over every device; a
+  non-finite loss or parameter stops it with the last good checkpoint kept. config.json records
+  cfg, the application's config as its config file gives it. `stop_after` (a checkpoint step)
+  ends this invocation there, as a preempted job would. An evaluation that family.stops accepts
+  ends training at that step (checkpointed), and a resumed run that had stopped trains no
+  further.
   Returns each run's row of the last step."""
   train = cfg.train if train is None else train
-  validate_train(train)
   end = check_stop_after(train, stop_after)
   chunk = chunk_lib.make_chunk(family.step, train.chunk_size, family.strategy, family.params)
   evaluate = make_evaluate(family.evaluators, len(family.consts()))
