@@ -97,3 +97,17 @@ def test_committed_llm_reports_regenerate_byte_for_byte(workdir, tmp_path):
   path = report.rewrite(copy)
   with open(path) as new, open(os.path.join(workdir, workdir_lib.REPORT_FILE)) as old:
     assert new.read() == old.read()
+
+
+def test_the_format_section_tables_every_system_and_checks_the_background():
+  def row(bench, system, valid):
+    return dict(benchmark=bench, system=system, format_valid=valid)
+  rows = [row("arith", "base", 0.95), row("arith", "arith", 1.0),
+          row("funcs", "base", 0.9), row("funcs", "arith", 0.25)]
+  text = report.format_section(rows)
+  assert "| arith | 95.0 | 100.0 |" in text and "| funcs | 90.0 | 25.0 |" in text
+  assert "arith 95.0%, funcs 90.0%" in text and "**yes**" in text  # 0.9 is at the bar
+  rows[2] = row("funcs", "base", 0.895)
+  assert "**no**" in report.format_section(rows)
+  # rows scored before the field existed (every committed report): no section
+  assert report.format_section([dict(benchmark="arith", system="base")]) == ""

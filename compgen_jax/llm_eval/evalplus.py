@@ -85,6 +85,24 @@ def _defines(program: str, name: str) -> bool:
   return any(isinstance(node, _DEFINITIONS) and node.name == name for node in body)
 
 
+def _has_body(program: str, name: str) -> bool:
+  """Whether `program` defines `name` with a statement besides its docstring (a prompt's
+  signature and docstring alone, or with a body sanitize dropped, define it with none)."""
+  try:
+    body = _parse(program).body
+  except (SyntaxError, ValueError):
+    return False
+  for node in body:
+    if isinstance(node, _DEFINITIONS) and node.name == name:
+      statements = node.body
+      if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and statements
+          and isinstance(statements[0], ast.Expr) and isinstance(statements[0].value, ast.Constant)
+          and isinstance(statements[0].value.value, str)):
+        statements = statements[1:]  # the docstring
+      return bool(statements)
+  return False
+
+
 def load(settings: ml_collections.ConfigDict, dataset: str) -> list[Problem]:
   """Problems whose target holds the entry point, the reference program, the inputs, atol and
   evalplus's special handling of the task (dataset: "humaneval" or "mbpp")."""
@@ -238,7 +256,9 @@ def make(name: str, dataset: str) -> Benchmark:
   def score(problems: list[Problem], completions: list[str],
             settings: ml_collections.ConfigDict) -> list[dict]:
     """Per problem: "correct" (= plus), base, plus, status, message, "extracted" (the program),
-    "isolated" and "sandbox" (the sandbox.MECHANISMS name that isolated it, or "none").
+    "isolated" and "sandbox" (the sandbox.MECHANISMS name that isolated it, or "none"),
+    "format_valid" (the sanitized program gives the entry point a body: right or wrong, an
+    answer in the benchmark's format).
     Expected outputs stay in the scorer's memory, never in a file, where a program run
     unisolated could rewrite them."""
     safe = isolated(settings, f"benchmarks.{name}")
@@ -256,8 +276,9 @@ def make(name: str, dataset: str) -> Benchmark:
                        message=f"reference solution: {reference.message}")
       else:
         verdict = _judge(result, reference, problem.target)
+      valid = _has_body(program, problem.target["entry_point"])
       out.append(dict(correct=verdict["plus"], extracted=program, isolated=safe,
-                      sandbox=mechanism, **verdict))
+                      sandbox=mechanism, format_valid=valid, **verdict))
     return out
 
   return Benchmark(name, default_settings, validate, lambda settings: load(settings, dataset),

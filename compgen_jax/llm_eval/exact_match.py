@@ -33,13 +33,14 @@ def load(settings: ml_collections.ConfigDict) -> list[Problem]:
 
 def score(problems: list[Problem], completions: list[str],
           settings: ml_collections.ConfigDict) -> list[dict]:
-  """Per problem: "correct" (the first line equals the answer), "extracted", "gold"."""
+  """Per problem: "correct" (the first line equals the answer), "extracted", "gold" and
+  "format_valid" (a non-empty first line: a plain one-line answer, right or wrong)."""
   del settings  # nothing to tune
   out = []
   for problem, completion in zip(problems, completions, strict=True):
     extracted = answer_of(completion)
     out.append(dict(correct=extracted == problem.target["gold"], extracted=extracted,
-                    gold=problem.target["gold"]))
+                    format_valid=bool(extracted), gold=problem.target["gold"]))
   return out
 
 

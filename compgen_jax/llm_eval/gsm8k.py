@@ -105,8 +105,9 @@ def load(settings: ml_collections.ConfigDict) -> list[Problem]:
 
 def score(problems: list[Problem], completions: list[str],
           settings: ml_collections.ConfigDict | None) -> list[dict]:
-  """Per problem: "correct" and "extracted" by the settings' `extract` (None: flexible), and
-  both rules' fields (correct_flexible, correct_strict, ...)."""
+  """Per problem: "correct" and "extracted" by the settings' `extract` (None: flexible), both
+  rules' fields (correct_flexible, correct_strict, ...) and "format_valid": the answer is in
+  the benchmark's format (a "#### n" line), right or wrong."""
   rule = "flexible" if settings is None else settings.extract
   out = []
   for problem, completion in zip(problems, completions, strict=True):
@@ -116,7 +117,7 @@ def score(problems: list[Problem], completions: list[str],
     out.append(dict(correct=right[rule], extracted=found[rule],
                     correct_flexible=right["flexible"], extracted_flexible=found["flexible"],
                     correct_strict=right["strict"], extracted_strict=found["strict"],
-                    gold=gold))
+                    format_valid=found["strict"] is not None, gold=gold))
   return out
 
 

@@ -113,6 +113,34 @@ def table(rows: list[dict], cells: dict | None = None) -> str:
   return markdown.table(["benchmark"] + systems, body)
 
 
+# The study's check that its background knows every answer format (issue 55): format-valid on
+# at least this fraction of each benchmark's problems
+FORMAT_BAR = 0.9
+
+
+def format_section(rows: list[dict]) -> str:
+  """Per benchmark and system, the answers in the benchmark's format (right or wrong), and
+  whether the background ("base") passes FORMAT_BAR on every benchmark; "" when the rows were
+  scored before the field existed."""
+  rows = [r for r in rows if "format_valid" in r]
+  if not rows:
+    return ""
+  benches, systems, at = _grid(rows)
+  body = [[b, *(f"{100 * at[b, s]['format_valid']:.1f}" if (b, s) in at else "-"
+                for s in systems)] for b in benches]
+  base = {b: at[b, "base"]["format_valid"] for b in benches if (b, "base") in at}
+  check = ("" if not base else
+           "The background's answers in format: "
+           + ", ".join(f"{b} {100 * v:.1f}%" for b, v in base.items())
+           + f"; at least {100 * FORMAT_BAR:.0f}% on every benchmark (a background that "
+           f"knows the formats): **{'yes' if min(base.values()) >= FORMAT_BAR else 'no'}**.")
+  return "\n\n".join(filter(None, [
+      "## Answers in the benchmark's format",
+      "Fraction (%) of answers in the benchmark's format, right or wrong: arith a \"#### n\" "
+      "line, strings a non-empty first line, code a body that parses and defines the entry "
+      "point.", markdown.table(["benchmark"] + systems, body), check]))
+
+
 def diagnostics_table(rows: list[dict]) -> str:
   """Per composition and benchmark: its step spec, how often each expert is active, the
   largest pairwise overlap, |log Z_t|, EOS behaviour and length."""
@@ -265,6 +293,7 @@ def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
       *filter(None, [unisolated_note(rows)]), table(rows, cells),
       *filter(None, [protocol_note(rows)]), markdown.figure("accuracy.png", "accuracy"),
       *([comparisons_section(rows, problems)] if problems else []),
+      *filter(None, [format_section(rows)]),
       "## Composition diagnostics" + (" at decode time (seed 0's experts; "
                                       "seed_<s>/report.md: seed s's)" if len(seeds) > 1 else ""),
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "

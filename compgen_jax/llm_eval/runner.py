@@ -22,10 +22,12 @@ from compgen_jax.types import CheckpointError, ConfigError
 # flexible-extract, MATH by the authors' string comparison, HumanEval+ / MBPP+ on the base
 # inputs only
 # Per-problem booleans summarized as fractions; `isolated`: whether generated code ran in the
-# sandbox (evalplus.py), so a report can say which numbers were scored unisolated.
+# sandbox (evalplus.py), so a report can say which numbers were scored unisolated;
+# `format_valid`: an answer in the benchmark's format, right or wrong (the study's check that
+# its background knows the formats).
 SECONDARY = {"correct_strict": "accuracy_strict", "correct_flexible": "accuracy_flexible",
              "correct_authors": "accuracy_authors", "base": "accuracy_base",
-             "isolated": "scored_isolated"}
+             "isolated": "scored_isolated", "format_valid": "format_valid"}
 
 
 def validate(cfg: ml_collections.ConfigDict) -> list[systems.System]:
