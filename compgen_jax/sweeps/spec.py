@@ -38,7 +38,10 @@ def paper_programs(spec: str) -> list[dict]:
   root), as a launch builds and validates them; writes nothing. A report compares its programs
   with their paper preset's through this (analysis/setting.py)."""
   sweep = load(os.path.join(REPO, spec), os.path.join(REPO, "results", ".unused"))
-  return [workdir_lib.flatten(p.config) for p in sweep.programs]
+  # without `app`: which application runs them is the sweep index's, not the setting (and the
+  # committed files predate the field)
+  return [{k: v for k, v in workdir_lib.flatten(p.config).items() if k != "app"}
+          for p in sweep.programs]
 
 
 def write_paper_programs(sweep_dir: str, spec: str) -> str:
