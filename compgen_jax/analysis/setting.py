@@ -18,8 +18,9 @@ from compgen_jax.analysis import markdown as md
 # Keys (or key prefixes, ending in '.') that are bookkeeping, not the setting: how a run logs,
 # checkpoints and shows progress, its evaluation and probe passes (measurements of the run, not
 # how it trains), how often a split is redrawn, and the base seed (the seeds compare as
-# num_seeds). Every other key is compared.
-BOOKKEEPING = ("seed", "evals.", "probe.", "task.max_retries", "train.checkpoint_every",
+# num_seeds), and the application's name (`app`: which code runs it, not its setting). Every
+# other key is compared.
+BOOKKEEPING = ("app", "seed", "evals.", "probe.", "task.max_retries", "train.checkpoint_every",
                "train.chunk_size", "train.log_every", "train.max_checkpoints", "train.progress",
                "train.writers")
 BOOKKEEPING_TEXT = "logging, checkpoints, evaluation and probe passes, split retries, base seed"
