@@ -123,3 +123,17 @@ def test_binary_exit_status_says_whether_the_rerun_agrees(tmp_path):
   done = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
   assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
   assert "metrics.jsonl" in done.stderr and "line 1 is not JSON" in done.stderr
+
+
+def test_a_config_that_names_its_app_pairs_with_one_written_before(tmp_path):
+  committed, again = _results(tmp_path / "c"), _results(tmp_path / "r")
+  _write(again, "exp/prog_a/config.json", {"app": "scaling", "task": {"num_modules": 8}})
+  files = rerun.compare(str(committed), str(again))["exp"]["files"]
+  assert files["prog_a/config.json"]["status"] == "identical"
+  # any other key, or `app` anywhere but a config's top level, still does not pair
+  _write(again, "exp/prog_a/config.json", {"app": "scaling", "task": {"num_modules": 9}})
+  assert rerun.compare(str(committed), str(again))["exp"]["files"]["prog_a/config.json"][
+      "status"] == "numbers"
+  _write(again, "exp/prog_a/config.json", {"task": {"num_modules": 8, "app": "x"}})
+  assert rerun.compare(str(committed), str(again))["exp"]["files"]["prog_a/config.json"][
+      "status"] == "structure"

@@ -7,7 +7,7 @@ absolute difference of any number in it (rows paired in order; a file whose rows
 strings do not pair is "different in structure"; TIMING_KEYS are left out). Each claim of the
 two claims.json is paired by its text and its verdicts compared, and a sweep's REPORT.md above
 its runs section (wall times) compared as text: every number and verdict in it. Figures and
-index.json (timestamps, paths) are not compared.
+index.json (timestamps, paths) are not compared, nor config.json's `app` (CONFIG_ONLY_KEYS).
 """
 
 import json
@@ -23,6 +23,9 @@ from compgen_jax.analysis.sweep_report import CLAIMS_FILE, METRICS, REPORT_FILE,
 from compgen_jax.types import ConfigError
 
 TIMING_KEYS = ("wall_s",)  # a row's seconds: never the same twice
+# config.json's name of the application (configs name it since issue 58; which code runs the
+# program, not its setting): a config written before has none
+CONFIG_ONLY_KEYS = ("app",)
 # A committed rerun's comparison (RESULTS/reruns/<machine>/DIFF_FILE, experiments/rerun_diff.py)
 DIFF_FILE = "rerun_diff.md"
 # The evaluation metrics a report's verdicts read (sweep_report.METRICS: OOD and ID of each).
@@ -85,7 +88,10 @@ def _read(path: str):
   if path.endswith(".jsonl"):
     return [_untimed(r) for r in metric_writer.read_rows(path)]
   with open(path) as f:
-    return _untimed(json.load(f))
+    value = _untimed(json.load(f))
+  if os.path.basename(path) == workdir_lib.CONFIG_FILE and isinstance(value, dict):
+    value = {k: v for k, v in value.items() if k not in CONFIG_ONLY_KEYS}
+  return value
 
 
 def _leaf(key: str) -> str:
