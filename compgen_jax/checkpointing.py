@@ -131,8 +131,8 @@ def restore(directory: str, abstract_state: PyTree, step: int | None = None) -> 
   mngr = manager(directory, create=False)
   try:
     state = _restore_step(mngr, directory, abstract_state, step)
-  except ShapeMismatch as e:  # the config's fault, not the checkpoint's: no older step helps
-    raise CheckpointError(str(e)) from None
+  except ShapeMismatch:  # the config's fault, not the checkpoint's: no older step helps
+    raise
   except Exception as e:  # orbax raises many types for corrupt or mismatched trees
     raise CheckpointError(
         f"checkpoint {directory!r} step {step} could not be restored (corrupt, or written by an "

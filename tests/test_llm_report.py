@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from compgen_jax import workdir as workdir_lib
-from compgen_jax.llm_eval import evaluate_report, report
+from compgen_jax.llm_eval import evaluate_report, report, report_tables
 from tests.helpers import REPO
 
 SYSTEMS = ("base", "math", "coding", "composed", "task_arithmetic")
@@ -104,10 +104,10 @@ def test_the_format_section_tables_every_system_and_checks_the_background():
     return dict(benchmark=bench, system=system, format_valid=valid)
   rows = [row("arith", "base", 0.95), row("arith", "arith", 1.0),
           row("funcs", "base", 0.9), row("funcs", "arith", 0.25)]
-  text = report.format_section(rows)
+  text = report_tables.format_section(rows)
   assert "| arith | 95.0 | 100.0 |" in text and "| funcs | 90.0 | 25.0 |" in text
   assert "arith 95.0%, funcs 90.0%" in text and "**yes**" in text  # 0.9 is at the bar
   rows[2] = row("funcs", "base", 0.895)
-  assert "**no**" in report.format_section(rows)
+  assert "**no**" in report_tables.format_section(rows)
   # rows scored before the field existed (every committed report): no section
-  assert report.format_section([dict(benchmark="arith", system="base")]) == ""
+  assert report_tables.format_section([dict(benchmark="arith", system="base")]) == ""

@@ -77,30 +77,31 @@ def _parse(program: str) -> ast.Module:
     return ast.parse(program)
 
 
-def _defines(program: str, name: str) -> bool:
+def _definition(program: str, name: str) -> ast.AST | None:
+  """The top-level definition of `name` in `program`; None if none, or if it does not parse."""
   try:
     body = _parse(program).body
   except (SyntaxError, ValueError):
-    return False
-  return any(isinstance(node, _DEFINITIONS) and node.name == name for node in body)
+    return None
+  return next((n for n in body if isinstance(n, _DEFINITIONS) and n.name == name), None)
+
+
+def _defines(program: str, name: str) -> bool:
+  return _definition(program, name) is not None
 
 
 def _has_body(program: str, name: str) -> bool:
   """Whether `program` defines `name` with a statement besides its docstring (a prompt's
   signature and docstring alone, or with a body sanitize dropped, define it with none)."""
-  try:
-    body = _parse(program).body
-  except (SyntaxError, ValueError):
+  node = _definition(program, name)
+  if node is None:
     return False
-  for node in body:
-    if isinstance(node, _DEFINITIONS) and node.name == name:
-      statements = node.body
-      if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and statements
-          and isinstance(statements[0], ast.Expr) and isinstance(statements[0].value, ast.Constant)
-          and isinstance(statements[0].value.value, str)):
-        statements = statements[1:]  # the docstring
-      return bool(statements)
-  return False
+  statements = node.body
+  if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and statements
+      and isinstance(statements[0], ast.Expr) and isinstance(statements[0].value, ast.Constant)
+      and isinstance(statements[0].value.value, str)):
+    statements = statements[1:]  # the docstring
+  return bool(statements)
 
 
 def load(settings: ml_collections.ConfigDict, dataset: str) -> list[Problem]:

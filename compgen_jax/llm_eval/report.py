@@ -23,7 +23,12 @@ import numpy as np  # noqa: E402
 from compgen_jax import files, metric_writer  # noqa: E402
 from compgen_jax import workdir as workdir_lib  # noqa: E402
 from compgen_jax.analysis import correlations, markdown  # noqa: E402
-from compgen_jax.llm_eval import comparisons, diagnostics_rows, evaluate_report  # noqa: E402
+from compgen_jax.llm_eval import (  # noqa: E402
+  comparisons,
+  diagnostics_rows,
+  evaluate_report,
+  report_tables,  # noqa: E402
+)
 
 # Kumar et al. 2026, Gemma-2-2B base / coding / math experts, composed (% accuracy or pass@1)
 PAPER = {
@@ -68,7 +73,7 @@ def _paper_cell(bench: str, system: str) -> str:
 def protocol_note(rows: list[dict]) -> str:
   """Which protocol produced each of the paper's numbers in the table, and that ours is one
   per benchmark ('' when no row's benchmark has paper numbers)."""
-  benches, systems, _ = _grid(rows)
+  benches, systems, _ = report_tables.grid(rows)
   used = sorted({PAPER_PROTOCOL[b][s] for b in benches for s in systems
                  if s in PAPER_PROTOCOL.get(b, {})})
   if not used:
@@ -87,17 +92,11 @@ def protocol_note(rows: list[dict]) -> str:
       "with like."])
 
 
-def _grid(rows: list[dict]) -> tuple[list[str], list[str], dict]:
-  benches = list(dict.fromkeys(r["benchmark"] for r in rows))
-  systems = list(dict.fromkeys(r["system"] for r in rows))
-  return benches, systems, {(r["benchmark"], r["system"]): r for r in rows}
-
-
 def table(rows: list[dict], cells: dict | None = None) -> str:
   """Accuracy (%) per benchmark (rows) and system (columns), the paper's value in brackets
   with the letter of the protocol that produced it (`protocol_note`); with `cells`
   (comparisons.cells), the mean over seeds and problems and its 95% interval in parentheses."""
-  benches, systems, at = _grid(rows)
+  benches, systems, at = report_tables.grid(rows)
   cells = cells or {}
   body = []
   for b in benches:
@@ -111,34 +110,6 @@ def table(rows: list[dict], cells: dict | None = None) -> str:
       line.append(cell + _paper_cell(b, s))
     body.append(line)
   return markdown.table(["benchmark"] + systems, body)
-
-
-# The study's check that its background knows every answer format (issue 55): format-valid on
-# at least this fraction of each benchmark's problems
-FORMAT_BAR = 0.9
-
-
-def format_section(rows: list[dict]) -> str:
-  """Per benchmark and system, the answers in the benchmark's format (right or wrong), and
-  whether the background ("base") passes FORMAT_BAR on every benchmark; "" when the rows were
-  scored before the field existed."""
-  rows = [r for r in rows if "format_valid" in r]
-  if not rows:
-    return ""
-  benches, systems, at = _grid(rows)
-  body = [[b, *(f"{100 * at[b, s]['format_valid']:.1f}" if (b, s) in at else "-"
-                for s in systems)] for b in benches]
-  base = {b: at[b, "base"]["format_valid"] for b in benches if (b, "base") in at}
-  check = ("" if not base else
-           "The background's answers in format: "
-           + ", ".join(f"{b} {100 * v:.1f}%" for b, v in base.items())
-           + f"; at least {100 * FORMAT_BAR:.0f}% on every benchmark (a background that "
-           f"knows the formats): **{'yes' if min(base.values()) >= FORMAT_BAR else 'no'}**.")
-  return "\n\n".join(filter(None, [
-      "## Answers in the benchmark's format",
-      "Fraction (%) of answers in the benchmark's format, right or wrong: arith a \"#### n\" "
-      "line, strings a non-empty first line, code a body that parses and defines the entry "
-      "point.", markdown.table(["benchmark"] + systems, body), check]))
 
 
 def diagnostics_table(rows: list[dict]) -> str:
@@ -158,7 +129,7 @@ def diagnostics_table(rows: list[dict]) -> str:
 
 def accuracy_png(rows: list[dict], path: str, cells: dict | None = None) -> None:
   """Bars per benchmark and system; with `cells`, their means and 95% intervals."""
-  benches, systems, at = _grid(rows)
+  benches, systems, at = report_tables.grid(rows)
   cells = cells or {}
   fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(benches) * max(len(systems), 1) / 3, 3.4))
   width = 0.8 / max(len(systems), 1)
@@ -293,7 +264,7 @@ def write(workdir: str, rows: list[dict], diagnosed: list[dict] = (),
       *filter(None, [unisolated_note(rows)]), table(rows, cells),
       *filter(None, [protocol_note(rows)]), markdown.figure("accuracy.png", "accuracy"),
       *([comparisons_section(rows, problems)] if problems else []),
-      *filter(None, [format_section(rows)]),
+      *filter(None, [report_tables.format_section(rows)]),
       "## Composition diagnostics" + (" at decode time (seed 0's experts; "
                                       "seed_<s>/report.md: seed s's)" if len(seeds) > 1 else ""),
       "Active: KL(p_i || p_b) above compose.kl_threshold at a generated token; overlap: the "
