@@ -20,7 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest -n 2 --dist=loadgroup tests
+	$(VENV)/bin/pytest -n 2 --dist=loadgroup --max-worker-restart=0 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,22 +1,27 @@
 """Test settings shared by every module: strict rank promotion, CPU, fast compiles.
 
 The tests' models are tiny, so XLA's backend optimisation costs far more time (compiling) than it
-saves (running); the persistent compilation cache lets pytest workers and the binaries the smoke
-tests launch reuse each other's programs. Both are set in the environment so subprocesses inherit
-them.
+saves (running); the flag is set in the environment so the binaries the smoke tests launch inherit
+it.
+
+A pytest worker lives for the whole suite, and workers have segfaulted inside XLA late in a run
+(CI: reading an executable back from the persistent compilation cache; here: compiling, without
+the cache), after some 550 tests, when a worker that keeps every compiled program has grown by
+about 15 MB a test. Cause not found, so: no persistent cache (no executable compiled in one process
+is loaded into another), every module ends by dropping JAX's compiled programs (a worker's memory
+about halves), and `make test` passes --max-worker-restart=0 (a crash fails the run at once
+instead of hanging it: tests/test_xdist_groups.py).
 """
 
+import gc
 import os
-import tempfile
 
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_backend_optimization_level=0").strip()
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                      os.path.join(tempfile.gettempdir(), "compgen_jax_test_jit_cache"))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)  # a user's cache is not the tests' either
 
 import jax  # noqa: E402
 
@@ -24,6 +29,14 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
 TINY_SWEEP = "configs/sweeps/data_scaling.py:tiny"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_compiled_programs_after_each_module():
+  """Set up before, so torn down after, the module's own fixtures."""
+  yield
+  jax.clear_caches()
+  gc.collect()
 
 
 def pytest_collection_modifyitems(items):
