@@ -27,7 +27,7 @@ from compgen_jax.llm_eval import (  # noqa: E402
   comparisons,
   diagnostics_rows,
   evaluate_report,
-  report_tables,  # noqa: E402
+  report_tables,
 )
 
 # Kumar et al. 2026, Gemma-2-2B base / coding / math experts, composed (% accuracy or pass@1)
